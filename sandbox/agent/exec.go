@@ -1,0 +1,874 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/creack/pty"
+	"golang.org/x/sys/unix"
+)
+
+// killGrace is how long a process tree gets between SIGTERM and SIGKILL.
+const killGrace = 300 * time.Millisecond
+
+// drainGrace bounds how long output is still read after a command's main
+// process exits: a background child holding the pipe open must not make
+// the call hang.
+const drainGrace = 200 * time.Millisecond
+
+// proc is one process started by the agent. The agent never calls
+// exec.Cmd.Wait: a single reaper collects every exit status (the agent may
+// be PID 1 or a subreaper, so it must reap orphans too, and two waiters
+// would steal each other's statuses).
+type proc struct {
+	pid    int
+	pgid   int
+	ptmx   *os.File
+	done   chan struct{}
+	status syscall.WaitStatus
+	start  time.Time
+	end    time.Time
+}
+
+// exitCode returns the shell-style exit code (128+signal for a signal).
+func (p *proc) exitCode() (int, string) {
+	ws := p.status
+	if ws.Signaled() {
+		sig := ws.Signal()
+		return 128 + int(sig), unix.SignalName(sig)
+	}
+	return ws.ExitStatus(), ""
+}
+
+type procTable struct {
+	mu        sync.Mutex
+	live      map[int]*proc
+	unclaimed map[int]syscall.WaitStatus
+}
+
+func newProcTable() *procTable {
+	return &procTable{live: map[int]*proc{}, unclaimed: map[int]syscall.WaitStatus{}}
+}
+
+func (t *procTable) startReaper() (stop func()) {
+	ch := make(chan os.Signal, 16)
+	signal.Notify(ch, syscall.SIGCHLD)
+	quit := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tick := time.NewTicker(time.Second) // a safety net for coalesced signals
+		defer tick.Stop()
+		for {
+			t.reap()
+			select {
+			case <-ch:
+			case <-tick.C:
+			case <-quit:
+				return
+			}
+		}
+	}()
+	return func() {
+		signal.Stop(ch)
+		close(quit)
+		wg.Wait()
+		t.reap()
+	}
+}
+
+func (t *procTable) reap() {
+	for {
+		var ws syscall.WaitStatus
+		pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
+		if err == syscall.EINTR {
+			continue
+		}
+		if pid <= 0 || err != nil {
+			return
+		}
+		t.mu.Lock()
+		if p := t.live[pid]; p != nil {
+			delete(t.live, pid)
+			p.status = ws
+			p.end = time.Now()
+			close(p.done)
+		} else if len(t.unclaimed) < 4096 {
+			// An orphan, or a child that exited before it was registered.
+			t.unclaimed[pid] = ws
+		}
+		t.mu.Unlock()
+	}
+}
+
+func (t *procTable) register(p *proc) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if ws, ok := t.unclaimed[p.pid]; ok {
+		delete(t.unclaimed, p.pid)
+		p.status = ws
+		p.end = time.Now()
+		close(p.done)
+		return
+	}
+	t.live[p.pid] = p
+}
+
+func (t *procTable) killAll() {
+	t.mu.Lock()
+	var ps []*proc
+	for _, p := range t.live {
+		ps = append(ps, p)
+	}
+	t.mu.Unlock()
+	for _, p := range ps {
+		killTree(p, syscall.SIGKILL)
+	}
+}
+
+// stdio is the host side of a started process's standard streams.
+type stdio struct {
+	stdin  *os.File // nil when stdin is /dev/null
+	stdout *os.File
+	stderr *os.File // nil for a pty
+}
+
+func (s *server) resolveDir(dir string) (string, *WireError) {
+	rel, werr := s.ws.rel(dir)
+	if werr != nil {
+		return "", werr
+	}
+	fi, err := s.ws.root.Stat(rel)
+	if err != nil {
+		return "", fsError(dir, err)
+	}
+	if !fi.IsDir() {
+		return "", errorf(CodeNotDir, "working directory %q is not a directory", dir)
+	}
+	return filepath.Join(s.ws.dir, rel), nil
+}
+
+func mergeEnv(base, extra []string) []string {
+	idx := map[string]int{}
+	out := make([]string, 0, len(base)+len(extra))
+	for _, kv := range append(append([]string{}, base...), extra...) {
+		k, _, _ := strings.Cut(kv, "=")
+		if i, ok := idx[k]; ok {
+			out[i] = kv
+			continue
+		}
+		idx[k] = len(out)
+		out = append(out, kv)
+	}
+	return out
+}
+
+// startProcess starts a in its own process group (or session, for a pty)
+// and registers it with the reaper.
+func (s *server) startProcess(a ExecRequest) (*proc, *stdio, *WireError) {
+	if len(a.Args) == 0 || a.Args[0] == "" {
+		return nil, nil, errorf(CodeInvalidArgument, "exec needs a program to run (args is empty)")
+	}
+	dir, werr := s.resolveDir(a.Dir)
+	if werr != nil {
+		return nil, nil, werr
+	}
+	env := mergeEnv(s.hello.Env, a.Env)
+	path := a.Args[0]
+	if !strings.Contains(path, "/") {
+		if p := lookPathIn(path, env); p != "" {
+			path = p
+		} else {
+			return nil, nil, errorf(CodeNotFound, "program %q not found on the sandbox PATH", a.Args[0])
+		}
+	}
+	cmd := &exec.Cmd{Path: path, Args: a.Args, Env: env, Dir: dir}
+	io := &stdio{}
+	var closeAfter []*os.File
+	fail := func(err error) (*proc, *stdio, *WireError) {
+		for _, f := range closeAfter {
+			f.Close()
+		}
+		for _, f := range []*os.File{io.stdin, io.stdout, io.stderr} {
+			if f != nil {
+				f.Close()
+			}
+		}
+		return nil, nil, errorf(CodeExec, "cannot start %q: %v", a.Args[0], err)
+	}
+	p := &proc{done: make(chan struct{})}
+	if a.Pty {
+		ptmx, tty, err := pty.Open()
+		if err != nil {
+			return fail(err)
+		}
+		rows, cols := a.Rows, a.Cols
+		if rows == 0 {
+			rows = 40
+		}
+		if cols == 0 {
+			cols = 200
+		}
+		_ = pty.Setsize(ptmx, &pty.Winsize{Rows: rows, Cols: cols})
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+		closeAfter = append(closeAfter, tty)
+		io.stdout = ptmx
+		io.stdin = ptmx
+		p.ptmx = ptmx
+	} else {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		if a.Stdin {
+			r, w, err := os.Pipe()
+			if err != nil {
+				return fail(err)
+			}
+			cmd.Stdin = r
+			closeAfter = append(closeAfter, r)
+			io.stdin = w
+		}
+		or, ow, err := os.Pipe()
+		if err != nil {
+			return fail(err)
+		}
+		cmd.Stdout = ow
+		closeAfter = append(closeAfter, ow)
+		io.stdout = or
+		er, ew, err := os.Pipe()
+		if err != nil {
+			return fail(err)
+		}
+		cmd.Stderr = ew
+		closeAfter = append(closeAfter, ew)
+		io.stderr = er
+	}
+	s.procs.mu.Lock() // hold off the reaper until p is registered
+	err := cmd.Start()
+	if err != nil {
+		s.procs.mu.Unlock()
+		return fail(err)
+	}
+	p.pid = cmd.Process.Pid
+	p.pgid = p.pid
+	p.start = time.Now()
+	s.procs.mu.Unlock()
+	s.procs.register(p)
+	_ = cmd.Process.Release()
+	for _, rl := range s.hello.Rlimits {
+		lim := unix.Rlimit{Cur: rl.Soft, Max: rl.Hard}
+		if err := unix.Prlimit(p.pid, rl.Resource, &lim, nil); err != nil && err != unix.ESRCH {
+			// A limit that cannot be applied is a control not in force:
+			// refuse to let the process run without it.
+			killTree(p, syscall.SIGKILL)
+			for _, f := range []*os.File{io.stdin, io.stdout, io.stderr} {
+				if f != nil {
+					f.Close()
+				}
+			}
+			for _, f := range closeAfter {
+				f.Close()
+			}
+			return nil, nil, errorf(CodeExec, "cannot apply %s to %q: %v", rl.Name, a.Args[0], err)
+		}
+	}
+	for _, f := range closeAfter {
+		f.Close()
+	}
+	return p, io, nil
+}
+
+// killTree signals a process's group and every descendant still linked to
+// it, so that a child that left the group (setsid) is not missed.
+func killTree(p *proc, sig syscall.Signal) {
+	select {
+	case <-p.done:
+		// The leader is gone but its group may live on.
+		_ = syscall.Kill(-p.pgid, sig)
+		return
+	default:
+	}
+	for _, pid := range descendants(p.pid) {
+		_ = syscall.Kill(pid, sig)
+	}
+	_ = syscall.Kill(-p.pgid, sig)
+	_ = syscall.Kill(p.pid, sig)
+}
+
+// terminate sends SIGTERM, then SIGKILL after killGrace, to p's tree.
+func terminate(p *proc) {
+	killTree(p, syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(killGrace):
+	}
+	killTree(p, syscall.SIGKILL)
+}
+
+// Descendants lists every process whose parent chain leads to root, found
+// by one pass over /proc. Backends use it to pause or kill a sandbox that
+// shares the host's PID namespace.
+func Descendants(root int) []int { return descendants(root) }
+
+func descendants(root int) []int {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	children := map[int][]int{}
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// The command name may contain spaces and parentheses: parse after the last ')'.
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 || i+2 >= len(b) {
+			continue
+		}
+		f := strings.Fields(string(b[i+2:]))
+		if len(f) < 2 {
+			continue
+		}
+		ppid, _ := strconv.Atoi(f[1])
+		children[ppid] = append(children[ppid], pid)
+	}
+	var out []int
+	queue := []int{root}
+	for len(queue) > 0 {
+		n := queue[0]
+		queue = queue[1:]
+		for _, c := range children[n] {
+			out = append(out, c)
+			queue = append(queue, c)
+		}
+	}
+	return out
+}
+
+// killDescendants kills every process below the agent, repeating until
+// none is left (a fork bomb keeps creating them) or a bound is reached.
+func killDescendants(root int) {
+	for range 50 {
+		ds := descendants(root)
+		if len(ds) == 0 {
+			return
+		}
+		for _, pid := range ds {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+func setChildSubreaper() error {
+	return unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+}
+
+// capture keeps the head of a stream (streamed as produced) and a tail
+// ring, dropping and counting the middle.
+type capture struct {
+	headLeft int
+	limited  bool
+	tail     []byte
+	tailCap  int
+	dropped  int64
+}
+
+func newCapture(max int) *capture {
+	if max <= 0 {
+		return &capture{}
+	}
+	head := max / 2
+	return &capture{headLeft: head, limited: true, tailCap: max - head}
+}
+
+// add returns the part of b to stream now; the rest is kept in the tail.
+func (c *capture) add(b []byte) []byte {
+	if !c.limited {
+		return b
+	}
+	n := min(len(b), c.headLeft)
+	c.headLeft -= n
+	out, rest := b[:n], b[n:]
+	if len(rest) > 0 {
+		c.tail = append(c.tail, rest...)
+		if over := len(c.tail) - c.tailCap; over > 0 {
+			c.dropped += int64(over)
+			c.tail = append(c.tail[:0], c.tail[over:]...)
+		}
+	}
+	return out
+}
+
+// pump reads f until EOF, calling emit for every chunk.
+func pump(f *os.File, emit func([]byte)) {
+	buf := make([]byte, chunkSize)
+	for {
+		n, err := f.Read(buf)
+		if n > 0 {
+			emit(buf[:n])
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// runExec runs one command to completion, streaming its output.
+func (s *server) runExec(r *request, a ExecRequest) (any, *WireError) {
+	p, io, werr := s.startProcess(a)
+	if werr != nil {
+		return nil, werr
+	}
+	r.event(Event{Kind: "started", PID: p.pid})
+	r.setSignalHandler(func(sr SignalRequest) { signalProc(p, sr) })
+	outCap, errCap := newCapture(a.MaxOutput), newCapture(a.MaxOutput)
+	var readers sync.WaitGroup
+	streamTo := func(f *os.File, t FrameType, c *capture) {
+		readers.Add(1)
+		go func() {
+			defer readers.Done()
+			pump(f, func(b []byte) {
+				if head := c.add(b); len(head) > 0 {
+					r.sendData(t, head)
+				}
+			})
+		}()
+	}
+	streamTo(io.stdout, FrameStdout, outCap)
+	if io.stderr != nil {
+		streamTo(io.stderr, FrameStderr, errCap)
+	}
+	if io.stdin != nil && !a.Pty {
+		go func() {
+			for {
+				b, ok := r.readInput()
+				if !ok {
+					io.stdin.Close()
+					return
+				}
+				if _, err := io.stdin.Write(b); err != nil {
+					// The process closed its stdin; keep acknowledging input.
+					for {
+						if _, ok := r.readInput(); !ok {
+							io.stdin.Close()
+							return
+						}
+					}
+				}
+			}
+		}()
+	} else if a.Pty {
+		go func() {
+			for {
+				b, ok := r.readInput()
+				if !ok {
+					return // keep the pty open: closing the master would hang up the session
+				}
+				_, _ = io.stdin.Write(b)
+			}
+		}()
+	}
+	var timeout <-chan time.Time
+	if a.TimeoutMs > 0 {
+		t := time.NewTimer(time.Duration(a.TimeoutMs) * time.Millisecond)
+		defer t.Stop()
+		timeout = t.C
+	}
+	rep := ExecReply{PID: p.pid}
+	select {
+	case <-p.done:
+	case <-timeout:
+		rep.TimedOut = true
+		terminate(p)
+	case <-r.ctx.Done():
+		rep.Canceled = true
+		terminate(p)
+	}
+	<-p.done
+	// Output written before exit is in the pipes; wait for EOF, but not
+	// for background children that inherited the pipe.
+	drained := make(chan struct{})
+	go func() { readers.Wait(); close(drained) }()
+	select {
+	case <-drained:
+	case <-time.After(drainGrace):
+		if rep.TimedOut || rep.Canceled {
+			killTree(p, syscall.SIGKILL)
+		}
+		io.stdout.Close()
+		if io.stderr != nil {
+			io.stderr.Close()
+		}
+		<-drained
+	}
+	io.stdout.Close()
+	if io.stderr != nil {
+		io.stderr.Close()
+	}
+	if a.Pty {
+		// The master is closed above; the input goroutine ends with r.ctx.
+	}
+	rep.ExitCode, rep.Signal = p.exitCode()
+	rep.DurationNs = p.end.Sub(p.start).Nanoseconds()
+	rep.StdoutTail, rep.StdoutDropped = outCap.tail, outCap.dropped
+	rep.StderrTail, rep.StderrDropped = errCap.tail, errCap.dropped
+	return rep, nil
+}
+
+func signalProc(p *proc, sr SignalRequest) {
+	sig := syscall.Signal(sr.Signal)
+	switch {
+	case sr.Foreground && p.ptmx != nil:
+		pgrp, err := unix.IoctlGetInt(int(p.ptmx.Fd()), unix.TIOCGPGRP)
+		if err == nil && pgrp > 0 {
+			_ = syscall.Kill(-pgrp, sig)
+			return
+		}
+		_ = syscall.Kill(-p.pgid, sig)
+	case sr.Group:
+		_ = syscall.Kill(-p.pgid, sig)
+	default:
+		_ = syscall.Kill(p.pid, sig)
+	}
+}
+
+var errNoJob = errors.New("no such job")
+
+// ring keeps the last cap bytes of a job's combined output with absolute
+// offsets, so a poller can resume from a cursor and learn what it missed.
+type ring struct {
+	buf     []byte
+	cap     int
+	written int64
+}
+
+func (r *ring) write(b []byte) {
+	r.written += int64(len(b))
+	if len(b) >= r.cap {
+		r.buf = append(r.buf[:0], b[len(b)-r.cap:]...)
+		return
+	}
+	r.buf = append(r.buf, b...)
+	if over := len(r.buf) - r.cap; over > 0 {
+		r.buf = append(r.buf[:0], r.buf[over:]...)
+	}
+}
+
+func (r *ring) read(since int64, max int) (data []byte, next, dropped int64) {
+	oldest := r.written - int64(len(r.buf))
+	if since < oldest {
+		dropped = oldest - since
+		since = oldest
+	}
+	if since > r.written {
+		since = r.written
+	}
+	start := int(since - oldest)
+	end := len(r.buf)
+	if max > 0 && end-start > max {
+		end = start + max
+	}
+	return append([]byte(nil), r.buf[start:end]...), since + int64(end-start), dropped
+}
+
+type job struct {
+	id    string
+	args  []string
+	p     *proc
+	stdin *os.File
+	mu    sync.Mutex
+	out   ring
+	done  chan struct{} // closed when the process exited and output drained
+}
+
+type jobTable struct {
+	mu    sync.Mutex
+	next  int
+	jobs  map[string]*job
+	order []string
+}
+
+func newJobTable() *jobTable { return &jobTable{jobs: map[string]*job{}} }
+
+// maxEndedJobs bounds how many finished jobs are remembered.
+const maxEndedJobs = 200
+
+func (s *server) startJob(a ExecRequest) (any, *WireError) {
+	p, io, werr := s.startProcess(a)
+	if werr != nil {
+		return nil, werr
+	}
+	ringBytes := a.RingBytes
+	if ringBytes <= 0 {
+		ringBytes = 1 << 20
+	}
+	t := s.jobs
+	t.mu.Lock()
+	t.next++
+	j := &job{id: fmt.Sprintf("job-%d", t.next), args: a.Args, p: p, stdin: io.stdin, out: ring{cap: ringBytes}, done: make(chan struct{})}
+	t.jobs[j.id] = j
+	t.order = append(t.order, j.id)
+	t.pruneLocked()
+	t.mu.Unlock()
+	var readers sync.WaitGroup
+	for _, f := range []*os.File{io.stdout, io.stderr} {
+		if f == nil {
+			continue
+		}
+		readers.Add(1)
+		go func(f *os.File) {
+			defer readers.Done()
+			pump(f, func(b []byte) {
+				j.mu.Lock()
+				j.out.write(b)
+				j.mu.Unlock()
+			})
+		}(f)
+	}
+	go func() {
+		var timeout <-chan time.Time
+		if a.TimeoutMs > 0 {
+			tm := time.NewTimer(time.Duration(a.TimeoutMs) * time.Millisecond)
+			defer tm.Stop()
+			timeout = tm.C
+		}
+		select {
+		case <-p.done:
+		case <-timeout:
+			terminate(p)
+		}
+		<-p.done
+		drained := make(chan struct{})
+		go func() { readers.Wait(); close(drained) }()
+		select {
+		case <-drained:
+		case <-time.After(drainGrace):
+			io.stdout.Close()
+			if io.stderr != nil {
+				io.stderr.Close()
+			}
+			<-drained
+		}
+		io.stdout.Close()
+		if io.stderr != nil {
+			io.stderr.Close()
+		}
+		j.mu.Lock()
+		if j.stdin != nil {
+			j.stdin.Close()
+			j.stdin = nil
+		}
+		j.mu.Unlock()
+		close(j.done)
+	}()
+	return ExecReply{PID: p.pid, JobID: j.id}, nil
+}
+
+func (t *jobTable) pruneLocked() {
+	ended := 0
+	for _, id := range t.order {
+		if j := t.jobs[id]; j != nil && isClosed(j.done) {
+			ended++
+		}
+	}
+	for i := 0; ended > maxEndedJobs && i < len(t.order); {
+		id := t.order[i]
+		if j := t.jobs[id]; j != nil && isClosed(j.done) {
+			delete(t.jobs, id)
+			t.order = append(t.order[:i], t.order[i+1:]...)
+			ended--
+			continue
+		}
+		i++
+	}
+}
+
+func isClosed(c chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
+
+func (t *jobTable) get(id string) (*job, *WireError) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	j := t.jobs[id]
+	if j == nil {
+		return nil, errorf(CodeNotFound, "no background job %q: list jobs to see the ids that exist", id)
+	}
+	return j, nil
+}
+
+func (j *job) statusLocked() JobStatus {
+	st := JobStatus{ID: j.id, Args: j.args, PID: j.p.pid, StartedNs: j.p.start.UnixNano(), Written: j.out.written}
+	if isClosed(j.done) {
+		st.ExitCode, st.Signal = j.p.exitCode()
+		st.EndedNs = j.p.end.UnixNano()
+	} else {
+		st.Running = true
+	}
+	return st
+}
+
+func (t *jobTable) output(a JobOutputRequest) (any, *WireError) {
+	j, werr := t.get(a.ID)
+	if werr != nil {
+		return nil, werr
+	}
+	max := a.Max
+	if max <= 0 || max > 4<<20 {
+		max = 4 << 20
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	data, next, dropped := j.out.read(a.Since, max)
+	return JobOutput{Data: data, Next: next, Dropped: dropped, Status: j.statusLocked()}, nil
+}
+
+func (t *jobTable) status(id string) (any, *WireError) {
+	j, werr := t.get(id)
+	if werr != nil {
+		return nil, werr
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.statusLocked(), nil
+}
+
+func (t *jobTable) wait(ctx context.Context, id string) (any, *WireError) {
+	j, werr := t.get(id)
+	if werr != nil {
+		return nil, werr
+	}
+	select {
+	case <-j.done:
+	case <-ctx.Done():
+		return nil, errorf(CodeCanceled, "wait for job %s abandoned", id)
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.statusLocked(), nil
+}
+
+func (t *jobTable) signal(id string, sig syscall.Signal) (any, *WireError) {
+	j, werr := t.get(id)
+	if werr != nil {
+		return nil, werr
+	}
+	if sig == 0 {
+		sig = syscall.SIGKILL
+	}
+	if sig == syscall.SIGKILL || sig == syscall.SIGTERM {
+		go terminateJob(j, sig)
+	} else {
+		killTree(j.p, sig)
+	}
+	return struct{}{}, nil
+}
+
+func terminateJob(j *job, sig syscall.Signal) {
+	if sig == syscall.SIGKILL {
+		killTree(j.p, syscall.SIGKILL)
+		return
+	}
+	terminate(j.p)
+}
+
+func (t *jobTable) stdin(a JobStdinRequest) (any, *WireError) {
+	j, werr := t.get(a.ID)
+	if werr != nil {
+		return nil, werr
+	}
+	j.mu.Lock()
+	f := j.stdin
+	if a.Close {
+		j.stdin = nil
+	}
+	j.mu.Unlock()
+	if f == nil {
+		return nil, errorf(CodeInvalidArgument, "job %s has no open stdin (start it with stdin enabled; it may have been closed or the job ended)", a.ID)
+	}
+	if len(a.Data) > 0 {
+		if _, err := f.Write(a.Data); err != nil {
+			return nil, errorf(CodeExec, "writing to job %s stdin: %v", a.ID, err)
+		}
+	}
+	if a.Close {
+		f.Close()
+	}
+	return struct{}{}, nil
+}
+
+func (t *jobTable) list() []JobStatus {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]JobStatus, 0, len(t.order))
+	for _, id := range t.order {
+		j := t.jobs[id]
+		j.mu.Lock()
+		out = append(out, j.statusLocked())
+		j.mu.Unlock()
+	}
+	return out
+}
+
+func (t *jobTable) remove(id string) (any, *WireError) {
+	j, werr := t.get(id)
+	if werr != nil {
+		return nil, werr
+	}
+	if !isClosed(j.done) {
+		return nil, errorf(CodeInvalidArgument, "job %s is still running: kill it first", id)
+	}
+	t.mu.Lock()
+	delete(t.jobs, id)
+	for i, o := range t.order {
+		if o == id {
+			t.order = append(t.order[:i], t.order[i+1:]...)
+			break
+		}
+	}
+	t.mu.Unlock()
+	return struct{}{}, nil
+}
+
+func (t *jobTable) killAll() {
+	t.mu.Lock()
+	var js []*job
+	for _, j := range t.jobs {
+		js = append(js, j)
+	}
+	t.mu.Unlock()
+	for _, j := range js {
+		killTree(j.p, syscall.SIGKILL)
+	}
+	for _, j := range js {
+		select {
+		case <-j.done:
+		case <-time.After(2 * time.Second):
+		}
+	}
+}
+
+var _ = io.EOF

@@ -1,0 +1,977 @@
+package agent
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+	"unicode/utf8"
+)
+
+// workspace confines file requests to one directory with os.Root, whose
+// kernel-level openat walk refuses "..", absolute paths, and symlinks
+// (including ones swapped in during a request) that lead outside.
+type workspace struct {
+	dir   string // the workspace as the agent sees it
+	root  *os.Root
+	fsize int64
+	disk  int64
+}
+
+func openWorkspace(h Hello) (*workspace, error) {
+	dir := filepath.Clean(h.Workspace)
+	if !filepath.IsAbs(dir) {
+		return nil, fmt.Errorf("workspace %q is not an absolute path", h.Workspace)
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, err
+	}
+	return &workspace{dir: dir, root: root, fsize: h.FileSizeBytes, disk: h.DiskBytes}, nil
+}
+
+func (w *workspace) close() { w.root.Close() }
+
+// rel turns a request path (relative to the workspace, or absolute under
+// it) into a clean path relative to the root. It is a lexical check with a
+// good message; os.Root does the real confinement.
+func (w *workspace) rel(p string) (string, *WireError) {
+	if strings.IndexByte(p, 0) >= 0 {
+		return "", errorf(CodeInvalidArgument, "path %q contains a NUL byte", p)
+	}
+	if !utf8.ValidString(p) {
+		return "", errorf(CodeInvalidArgument, "path %q is not valid UTF-8", p)
+	}
+	if p == "" {
+		return ".", nil
+	}
+	if filepath.IsAbs(p) {
+		c := filepath.Clean(p)
+		if c == w.dir {
+			return ".", nil
+		}
+		if !strings.HasPrefix(c, w.dir+"/") {
+			return "", errorf(CodePathEscape, "path %q is outside the workspace: use a path relative to the workspace or under %s", p, w.dir)
+		}
+		return c[len(w.dir)+1:], nil
+	}
+	c := filepath.Clean(p)
+	if c == ".." || strings.HasPrefix(c, "../") {
+		return "", errorf(CodePathEscape, "path %q leads outside the workspace (%s): remove the \"..\" components", p, w.dir)
+	}
+	return c, nil
+}
+
+// fsError maps an OS error to a coded wire error.
+func fsError(p string, err error) *WireError {
+	var werr *WireError
+	if errors.As(err, &werr) {
+		return werr
+	}
+	msg := err.Error()
+	var errno syscall.Errno
+	errors.As(err, &errno)
+	switch {
+	case strings.Contains(msg, "path escapes from parent"):
+		return errorf(CodePathEscape, "path %q resolves outside the workspace (through \"..\" or a symbolic link): access denied", p)
+	case errors.Is(err, fs.ErrNotExist):
+		return errorf(CodeNotFound, "%q does not exist", p)
+	case errors.Is(err, fs.ErrExist):
+		return errorf(CodeExists, "%q already exists", p)
+	case errno == syscall.ENOSPC || errno == syscall.EDQUOT:
+		return errorf(CodeQuota, "no space left in the workspace writing %q: the disk quota is reached; delete files or raise Limits.DiskBytes", p)
+	case errno == syscall.EFBIG:
+		return errorf(CodeQuota, "%q would exceed the maximum file size", p)
+	case errno == syscall.ENOTDIR:
+		return errorf(CodeNotDir, "a component of %q is not a directory", p)
+	case errno == syscall.EISDIR:
+		return errorf(CodeIsDir, "%q is a directory", p)
+	case errno == syscall.ELOOP:
+		return errorf(CodePathEscape, "%q is a symbolic link loop or a link that cannot be followed safely", p)
+	case errno == syscall.ENOTEMPTY:
+		return errorf(CodeInvalidArgument, "directory %q is not empty: pass recursive to remove it with its contents", p)
+	case errors.Is(err, fs.ErrPermission) || errno == syscall.EROFS:
+		return errorf(CodePermission, "permission denied for %q", p)
+	}
+	return errorf(CodeInternal, "%s: %v", p, err)
+}
+
+// FSReadRequest reads a file (op fs.read). With Limit > 0 it returns lines
+// [Offset, Offset+Limit); otherwise the whole file up to MaxBytes.
+type FSReadRequest struct {
+	Path     string `json:"path"`
+	Offset   int    `json:"offset,omitempty"`
+	Limit    int    `json:"limit,omitempty"`
+	MaxBytes int64  `json:"max_bytes,omitempty"`
+}
+
+// FSReadReply is the content read.
+type FSReadReply struct {
+	Data   []byte `json:"data"`
+	Size   int64  `json:"size"`
+	Binary bool   `json:"binary,omitempty"`
+	// Lines is the number of lines returned in line mode; More says lines
+	// remain after them.
+	Lines int  `json:"lines,omitempty"`
+	More  bool `json:"more,omitempty"`
+	// Truncated says MaxBytes cut the content.
+	Truncated bool `json:"truncated,omitempty"`
+}
+
+// FSWriteRequest writes a file atomically (op fs.write) or appends to it.
+type FSWriteRequest struct {
+	Path   string `json:"path"`
+	Data   []byte `json:"data"`
+	Mode   uint32 `json:"mode,omitempty"`
+	Append bool   `json:"append,omitempty"`
+}
+
+// FSEditRequest replaces an exact snippet (op fs.edit).
+type FSEditRequest struct {
+	Path       string `json:"path"`
+	Old        string `json:"old"`
+	New        string `json:"new"`
+	ReplaceAll bool   `json:"replace_all,omitempty"`
+}
+
+// FSEditReply reports how many replacements were made.
+type FSEditReply struct {
+	Replacements int `json:"replacements"`
+}
+
+// FSPathRequest names one path (ops fs.stat, fs.mkdir, fs.remove, fs.copyout).
+type FSPathRequest struct {
+	Path      string `json:"path"`
+	Recursive bool   `json:"recursive,omitempty"`
+}
+
+// FSListRequest lists a directory (op fs.list).
+type FSListRequest struct {
+	Path   string `json:"path"`
+	Depth  int    `json:"depth,omitempty"` // 1 = direct children (default)
+	Hidden bool   `json:"hidden,omitempty"`
+	Max    int    `json:"max,omitempty"`
+}
+
+// Entry describes one file.
+type Entry struct {
+	Path    string `json:"path"` // relative to the workspace
+	Type    string `json:"type"` // file, dir, symlink, other
+	Size    int64  `json:"size"`
+	Mode    uint32 `json:"mode"`
+	ModTime int64  `json:"mod_time"` // unix nanoseconds
+	Target  string `json:"target,omitempty"`
+}
+
+// FSListReply is a listing.
+type FSListReply struct {
+	Entries   []Entry `json:"entries"`
+	Truncated bool    `json:"truncated,omitempty"`
+}
+
+// FSMoveRequest moves or copies (ops fs.move, fs.copy).
+type FSMoveRequest struct {
+	From      string `json:"from"`
+	To        string `json:"to"`
+	Overwrite bool   `json:"overwrite,omitempty"`
+}
+
+// FSChmodRequest changes permission bits (op fs.chmod).
+type FSChmodRequest struct {
+	Path string `json:"path"`
+	Mode uint32 `json:"mode"`
+}
+
+// FSSearchRequest searches file contents with a regular expression (op fs.search).
+type FSSearchRequest struct {
+	Pattern    string   `json:"pattern"`
+	Path       string   `json:"path,omitempty"`
+	Include    []string `json:"include,omitempty"`
+	Exclude    []string `json:"exclude,omitempty"`
+	IgnoreCase bool     `json:"ignore_case,omitempty"`
+	MaxResults int      `json:"max_results,omitempty"`
+	// All also searches .git and node_modules.
+	All bool `json:"all,omitempty"`
+}
+
+// Match is one matching line.
+type Match struct {
+	Path string `json:"path"`
+	Line int    `json:"line"`
+	Text string `json:"text"`
+}
+
+// FSSearchReply holds the matches in path, line order.
+type FSSearchReply struct {
+	Matches       []Match `json:"matches"`
+	Truncated     bool    `json:"truncated,omitempty"`
+	Files         int     `json:"files"`
+	SkippedBinary int     `json:"skipped_binary,omitempty"`
+}
+
+// FSGlobRequest finds files by name (op fs.glob).
+type FSGlobRequest struct {
+	Pattern string `json:"pattern"`
+	Path    string `json:"path,omitempty"`
+	Max     int    `json:"max,omitempty"`
+}
+
+// FSGlobReply lists matching paths, sorted.
+type FSGlobReply struct {
+	Paths     []string `json:"paths"`
+	Truncated bool     `json:"truncated,omitempty"`
+}
+
+// FSCopyReply reports a tar transfer (ops fs.copyin, fs.copyout).
+type FSCopyReply struct {
+	Files int   `json:"files"`
+	Bytes int64 `json:"bytes"`
+}
+
+const defaultMaxRead = 8 << 20
+
+func (s *server) callFS(r *request, req Request) (any, *WireError, bool) {
+	w := s.ws
+	var res any
+	var e *WireError
+	switch req.Op {
+	case "fs.read":
+		a, de := decodeArgs[FSReadRequest](req)
+		if de != nil {
+			return nil, de, true
+		}
+		res, e = w.read(a)
+	case "fs.write":
+		a, de := decodeArgs[FSWriteRequest](req)
+		if de != nil {
+			return nil, de, true
+		}
+		res, e = w.write(a)
+	case "fs.edit":
+		a, de := decodeArgs[FSEditRequest](req)
+		if de != nil {
+			return nil, de, true
+		}
+		res, e = w.edit(a)
+	case "fs.stat":
+		a, de := decodeArgs[FSPathRequest](req)
+		if de != nil {
+			return nil, de, true
+		}
+		res, e = w.stat(a.Path)
+	case "fs.list":
+		a, de := decodeArgs[FSListRequest](req)
+		if de != nil {
+			return nil, de, true
+		}
+		res, e = w.list(a)
+	case "fs.mkdir":
+		a, de := decodeArgs[FSPathRequest](req)
+		if de != nil {
+			return nil, de, true
+		}
+		res, e = w.mkdir(a.Path)
+	case "fs.move":
+		a, de := decodeArgs[FSMoveRequest](req)
+		if de != nil {
+			return nil, de, true
+		}
+		res, e = w.move(a)
+	case "fs.copy":
+		a, de := decodeArgs[FSMoveRequest](req)
+		if de != nil {
+			return nil, de, true
+		}
+		res, e = w.copy(a)
+	case "fs.remove":
+		a, de := decodeArgs[FSPathRequest](req)
+		if de != nil {
+			return nil, de, true
+		}
+		res, e = w.remove(a)
+	case "fs.chmod":
+		a, de := decodeArgs[FSChmodRequest](req)
+		if de != nil {
+			return nil, de, true
+		}
+		res, e = w.chmod(a)
+	case "fs.search":
+		a, de := decodeArgs[FSSearchRequest](req)
+		if de != nil {
+			return nil, de, true
+		}
+		res, e = w.search(r.ctx, a)
+	case "fs.glob":
+		a, de := decodeArgs[FSGlobRequest](req)
+		if de != nil {
+			return nil, de, true
+		}
+		res, e = w.glob(a)
+	case "fs.copyin":
+		a, de := decodeArgs[FSPathRequest](req)
+		if de != nil {
+			return nil, de, true
+		}
+		res, e = w.copyIn(r, a.Path)
+	case "fs.copyout":
+		a, de := decodeArgs[FSPathRequest](req)
+		if de != nil {
+			return nil, de, true
+		}
+		res, e = w.copyOut(r, a.Path)
+	default:
+		return nil, nil, false
+	}
+	return res, e, true
+}
+
+// isBinary uses git's heuristic: a NUL byte in the first 8000 bytes.
+func isBinary(b []byte) bool {
+	return bytes.IndexByte(b[:min(len(b), 8000)], 0) >= 0
+}
+
+func (w *workspace) read(a FSReadRequest) (any, *WireError) {
+	rel, e := w.rel(a.Path)
+	if e != nil {
+		return nil, e
+	}
+	f, err := w.root.Open(rel)
+	if err != nil {
+		return nil, fsError(a.Path, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fsError(a.Path, err)
+	}
+	if fi.IsDir() {
+		return nil, errorf(CodeIsDir, "%q is a directory: list it instead of reading it", a.Path)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, errorf(CodeInvalidArgument, "%q is not a regular file", a.Path)
+	}
+	max := a.MaxBytes
+	if max <= 0 {
+		max = defaultMaxRead
+	}
+	rep := FSReadReply{Size: fi.Size()}
+	if a.Limit <= 0 && a.Offset <= 0 {
+		if fi.Size() > max {
+			return nil, errorf(CodeTooLarge, "%q is %d bytes, over the %d byte read limit: read a range of lines (offset/limit) or copy it out", a.Path, fi.Size(), max)
+		}
+		buf := make([]byte, fi.Size()+1)
+		n, err := readFull(f, buf)
+		if err != nil {
+			return nil, fsError(a.Path, err)
+		}
+		if int64(n) > max {
+			n = int(max)
+			rep.Truncated = true
+		}
+		rep.Data = buf[:n]
+		rep.Binary = isBinary(rep.Data)
+		return rep, nil
+	}
+	// Line mode: stream through the file without holding more than the
+	// requested lines.
+	data, err := readAllLimit(f, 64<<20)
+	if err != nil {
+		return nil, fsError(a.Path, err)
+	}
+	if isBinary(data) {
+		rep.Binary = true
+		return rep, nil
+	}
+	line := 0
+	start := 0
+	var out []byte
+	for start < len(data) {
+		end := bytes.IndexByte(data[start:], '\n')
+		next := len(data)
+		if end >= 0 {
+			next = start + end + 1
+		}
+		if line >= a.Offset {
+			if a.Limit > 0 && rep.Lines >= a.Limit {
+				rep.More = true
+				break
+			}
+			if int64(len(out)+next-start) > max {
+				rep.Truncated = true
+				rep.More = true
+				break
+			}
+			out = append(out, data[start:next]...)
+			rep.Lines++
+		}
+		line++
+		start = next
+	}
+	rep.Data = out
+	return rep, nil
+}
+
+func readFull(f *os.File, buf []byte) (int, error) {
+	n := 0
+	for n < len(buf) {
+		m, err := f.Read(buf[n:])
+		n += m
+		if err != nil {
+			if err.Error() == "EOF" {
+				return n, nil
+			}
+			return n, err
+		}
+		if m == 0 {
+			break
+		}
+	}
+	return n, nil
+}
+
+func readAllLimit(f *os.File, limit int) ([]byte, error) {
+	var out []byte
+	buf := make([]byte, 64<<10)
+	for len(out) < limit {
+		n, err := f.Read(buf)
+		out = append(out, buf[:n]...)
+		if err != nil {
+			if err.Error() == "EOF" {
+				return out, nil
+			}
+			return out, err
+		}
+	}
+	return out[:limit], nil
+}
+
+// usage sums the sizes of regular files in the workspace.
+func (w *workspace) usage() int64 {
+	var total int64
+	_ = fs.WalkDir(w.root.FS(), ".", func(_ string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		if d.Type().IsRegular() {
+			if fi, err := d.Info(); err == nil {
+				total += fi.Size()
+			}
+		}
+		return nil
+	})
+	return total
+}
+
+// checkQuota refuses a write that would pass the file-size or disk limit.
+func (w *workspace) checkQuota(p string, newSize, oldSize int64) *WireError {
+	if w.fsize > 0 && newSize > w.fsize {
+		return errorf(CodeQuota, "writing %q would make it %d bytes, over the %d byte file size limit", p, newSize, w.fsize)
+	}
+	if w.disk > 0 {
+		if used := w.usage(); used-oldSize+newSize > w.disk {
+			return errorf(CodeQuota, "writing %q (%d bytes) would pass the workspace quota of %d bytes (%d in use): delete files first", p, newSize, w.disk, used)
+		}
+	}
+	return nil
+}
+
+func (w *workspace) write(a FSWriteRequest) (any, *WireError) {
+	rel, e := w.rel(a.Path)
+	if e != nil {
+		return nil, e
+	}
+	if rel == "." {
+		return nil, errorf(CodeIsDir, "%q is the workspace directory: give a file name", a.Path)
+	}
+	mode := fs.FileMode(a.Mode) & 0o777
+	var oldSize int64
+	exists := false
+	if fi, err := w.root.Lstat(rel); err == nil {
+		exists = true
+		if fi.IsDir() {
+			return nil, errorf(CodeIsDir, "%q is a directory", a.Path)
+		}
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			// Write through the link, but only where it stays inside.
+			tfi, err := w.root.Stat(rel)
+			if err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return nil, fsError(a.Path, err)
+			}
+			if tfi != nil {
+				oldSize = tfi.Size()
+			}
+			return w.writeThrough(a, rel, oldSize, mode)
+		}
+		oldSize = fi.Size()
+		if mode == 0 {
+			mode = fi.Mode().Perm()
+		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return nil, fsError(a.Path, err)
+	}
+	if mode == 0 {
+		mode = 0o644
+	}
+	newSize := int64(len(a.Data))
+	if a.Append {
+		newSize += oldSize
+	}
+	if qe := w.checkQuota(a.Path, newSize, oldSize); qe != nil {
+		return nil, qe
+	}
+	if dir := filepath.Dir(rel); dir != "." {
+		if err := w.root.MkdirAll(dir, 0o755); err != nil {
+			return nil, fsError(a.Path, err)
+		}
+	}
+	if a.Append && exists {
+		f, err := w.root.OpenFile(rel, os.O_WRONLY|os.O_APPEND, 0)
+		if err != nil {
+			return nil, fsError(a.Path, err)
+		}
+		_, err = f.Write(a.Data)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return nil, fsError(a.Path, err)
+		}
+		return Entry{Path: rel, Type: "file", Size: newSize, Mode: uint32(mode)}, nil
+	}
+	// Atomic replace: write a temporary sibling, then rename over.
+	tmp := filepath.Join(filepath.Dir(rel), ".sbx-tmp-"+strconv.FormatInt(time.Now().UnixNano(), 36))
+	f, err := w.root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
+	if err != nil {
+		return nil, fsError(a.Path, err)
+	}
+	_, err = f.Write(a.Data)
+	if err == nil {
+		err = f.Chmod(mode)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = w.root.Rename(tmp, rel)
+	}
+	if err != nil {
+		_ = w.root.Remove(tmp)
+		return nil, fsError(a.Path, err)
+	}
+	return Entry{Path: rel, Type: "file", Size: newSize, Mode: uint32(mode)}, nil
+}
+
+func (w *workspace) writeThrough(a FSWriteRequest, rel string, oldSize int64, mode fs.FileMode) (any, *WireError) {
+	newSize := int64(len(a.Data))
+	if a.Append {
+		newSize += oldSize
+	}
+	if qe := w.checkQuota(a.Path, newSize, oldSize); qe != nil {
+		return nil, qe
+	}
+	flag := os.O_WRONLY | os.O_CREATE | os.O_TRUNC
+	if a.Append {
+		flag = os.O_WRONLY | os.O_CREATE | os.O_APPEND
+	}
+	if mode == 0 {
+		mode = 0o644
+	}
+	f, err := w.root.OpenFile(rel, flag, mode)
+	if err != nil {
+		return nil, fsError(a.Path, err)
+	}
+	_, err = f.Write(a.Data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, fsError(a.Path, err)
+	}
+	return Entry{Path: rel, Type: "file", Size: newSize, Mode: uint32(mode)}, nil
+}
+
+func (w *workspace) edit(a FSEditRequest) (any, *WireError) {
+	if a.Old == "" {
+		return nil, errorf(CodeInvalidArgument, "old text is empty: give the exact text to replace (use write to create a file)")
+	}
+	rel, e := w.rel(a.Path)
+	if e != nil {
+		return nil, e
+	}
+	data, err := w.root.ReadFile(rel)
+	if err != nil {
+		return nil, fsError(a.Path, err)
+	}
+	if isBinary(data) {
+		return nil, errorf(CodeBinary, "%q is a binary file: it cannot be edited as text", a.Path)
+	}
+	n := strings.Count(string(data), a.Old)
+	switch {
+	case n == 0:
+		return nil, errorf(CodeNoMatch, "the old text was not found in %q: read the file and copy the exact text, including whitespace and indentation", a.Path)
+	case n > 1 && !a.ReplaceAll:
+		var lines []string
+		s := string(data)
+		off := 0
+		for range min(n, 10) {
+			i := strings.Index(s[off:], a.Old)
+			lines = append(lines, strconv.Itoa(strings.Count(s[:off+i], "\n")+1))
+			off += i + len(a.Old)
+		}
+		return nil, errorf(CodeAmbiguous, "the old text occurs %d times in %q (lines %s): include more surrounding text to make it unique, or set replace_all", n, a.Path, strings.Join(lines, ", "))
+	}
+	out := strings.Replace(string(data), a.Old, a.New, -1)
+	if !a.ReplaceAll {
+		out = strings.Replace(string(data), a.Old, a.New, 1)
+		n = 1
+	}
+	if _, we := w.write(FSWriteRequest{Path: a.Path, Data: []byte(out)}); we != nil {
+		return nil, we
+	}
+	return FSEditReply{Replacements: n}, nil
+}
+
+func entryOf(rel string, fi fs.FileInfo) Entry {
+	e := Entry{Path: filepath.ToSlash(rel), Size: fi.Size(), Mode: uint32(fi.Mode().Perm()), ModTime: fi.ModTime().UnixNano()}
+	switch {
+	case fi.Mode().IsRegular():
+		e.Type = "file"
+	case fi.IsDir():
+		e.Type = "dir"
+		e.Size = 0
+	case fi.Mode()&fs.ModeSymlink != 0:
+		e.Type = "symlink"
+	default:
+		e.Type = "other"
+	}
+	return e
+}
+
+func (w *workspace) stat(p string) (any, *WireError) {
+	rel, e := w.rel(p)
+	if e != nil {
+		return nil, e
+	}
+	fi, err := w.root.Lstat(rel)
+	if err != nil {
+		return nil, fsError(p, err)
+	}
+	ent := entryOf(rel, fi)
+	if ent.Type == "symlink" {
+		ent.Target, _ = w.root.Readlink(rel)
+	}
+	return ent, nil
+}
+
+func (w *workspace) list(a FSListRequest) (any, *WireError) {
+	rel, e := w.rel(a.Path)
+	if e != nil {
+		return nil, e
+	}
+	fi, err := w.root.Stat(rel)
+	if err != nil {
+		return nil, fsError(a.Path, err)
+	}
+	if !fi.IsDir() {
+		return FSListReply{Entries: []Entry{entryOf(rel, fi)}}, nil
+	}
+	depth := a.Depth
+	if depth <= 0 {
+		depth = 1
+	}
+	max := a.Max
+	if max <= 0 {
+		max = 1000
+	}
+	rep := FSListReply{Entries: []Entry{}}
+	base := strings.Count(rel, "/")
+	if rel == "." {
+		base = -1
+	}
+	walkErr := fs.WalkDir(w.root.FS(), rel, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if p == rel {
+				return err
+			}
+			return nil
+		}
+		if p == rel {
+			return nil
+		}
+		if !a.Hidden && strings.HasPrefix(d.Name(), ".") {
+			if d.IsDir() {
+				return fs.SkipDir
+			}
+			return nil
+		}
+		if len(rep.Entries) >= max {
+			rep.Truncated = true
+			return fs.SkipAll
+		}
+		info, err := d.Info()
+		if err != nil {
+			return nil
+		}
+		ent := entryOf(p, info)
+		if ent.Type == "symlink" {
+			ent.Target, _ = w.root.Readlink(p)
+		}
+		rep.Entries = append(rep.Entries, ent)
+		if d.IsDir() && strings.Count(p, "/")-base >= depth {
+			return fs.SkipDir
+		}
+		return nil
+	})
+	if walkErr != nil {
+		return nil, fsError(a.Path, walkErr)
+	}
+	return rep, nil
+}
+
+func (w *workspace) mkdir(p string) (any, *WireError) {
+	rel, e := w.rel(p)
+	if e != nil {
+		return nil, e
+	}
+	if err := w.root.MkdirAll(rel, 0o755); err != nil {
+		return nil, fsError(p, err)
+	}
+	return w.stat(p)
+}
+
+func (w *workspace) move(a FSMoveRequest) (any, *WireError) {
+	from, e := w.rel(a.From)
+	if e != nil {
+		return nil, e
+	}
+	to, e := w.rel(a.To)
+	if e != nil {
+		return nil, e
+	}
+	if from == "." || to == "." {
+		return nil, errorf(CodeInvalidArgument, "cannot move the workspace directory itself")
+	}
+	if _, err := w.root.Lstat(from); err != nil {
+		return nil, fsError(a.From, err)
+	}
+	if fi, err := w.root.Lstat(to); err == nil {
+		if !a.Overwrite {
+			return nil, errorf(CodeExists, "destination %q already exists: set overwrite to replace it", a.To)
+		}
+		if fi.IsDir() {
+			if err := w.root.RemoveAll(to); err != nil {
+				return nil, fsError(a.To, err)
+			}
+		}
+	}
+	if dir := filepath.Dir(to); dir != "." {
+		if err := w.root.MkdirAll(dir, 0o755); err != nil {
+			return nil, fsError(a.To, err)
+		}
+	}
+	if err := w.root.Rename(from, to); err != nil {
+		return nil, fsError(a.From, err)
+	}
+	return w.stat(a.To)
+}
+
+func (w *workspace) copy(a FSMoveRequest) (any, *WireError) {
+	from, e := w.rel(a.From)
+	if e != nil {
+		return nil, e
+	}
+	to, e := w.rel(a.To)
+	if e != nil {
+		return nil, e
+	}
+	fi, err := w.root.Stat(from)
+	if err != nil {
+		return nil, fsError(a.From, err)
+	}
+	if _, err := w.root.Lstat(to); err == nil && !a.Overwrite {
+		return nil, errorf(CodeExists, "destination %q already exists: set overwrite to replace it", a.To)
+	}
+	if fi.IsDir() && (to == from || strings.HasPrefix(to, from+"/")) {
+		return nil, errorf(CodeInvalidArgument, "cannot copy %q into itself", a.From)
+	}
+	copyFile := func(src, dst string, mode fs.FileMode) *WireError {
+		data, err := w.root.ReadFile(src)
+		if err != nil {
+			return fsError(src, err)
+		}
+		_, we := w.write(FSWriteRequest{Path: dst, Data: data, Mode: uint32(mode.Perm())})
+		return we
+	}
+	if !fi.IsDir() {
+		if we := copyFile(from, to, fi.Mode()); we != nil {
+			return nil, we
+		}
+		return w.stat(a.To)
+	}
+	var werr *WireError
+	walkErr := fs.WalkDir(w.root.FS(), from, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		target := filepath.Join(to, strings.TrimPrefix(p, from))
+		switch {
+		case d.IsDir():
+			if err := w.root.MkdirAll(target, 0o755); err != nil {
+				return err
+			}
+		case d.Type().IsRegular():
+			info, err := d.Info()
+			if err != nil {
+				return err
+			}
+			if werr = copyFile(p, target, info.Mode()); werr != nil {
+				return werr
+			}
+		case d.Type()&fs.ModeSymlink != 0:
+			link, err := w.root.Readlink(p)
+			if err == nil {
+				_ = w.root.Symlink(link, target)
+			}
+		}
+		return nil
+	})
+	if werr != nil {
+		return nil, werr
+	}
+	if walkErr != nil {
+		return nil, fsError(a.From, walkErr)
+	}
+	return w.stat(a.To)
+}
+
+func (w *workspace) remove(a FSPathRequest) (any, *WireError) {
+	rel, e := w.rel(a.Path)
+	if e != nil {
+		return nil, e
+	}
+	if rel == "." {
+		return nil, errorf(CodeInvalidArgument, "refusing to remove the workspace directory itself")
+	}
+	fi, err := w.root.Lstat(rel)
+	if err != nil {
+		return nil, fsError(a.Path, err)
+	}
+	if fi.IsDir() && a.Recursive {
+		err = w.root.RemoveAll(rel)
+	} else {
+		err = w.root.Remove(rel)
+	}
+	if err != nil {
+		return nil, fsError(a.Path, err)
+	}
+	return struct{}{}, nil
+}
+
+func (w *workspace) chmod(a FSChmodRequest) (any, *WireError) {
+	rel, e := w.rel(a.Path)
+	if e != nil {
+		return nil, e
+	}
+	if a.Mode > 0o777 {
+		return nil, errorf(CodeInvalidArgument, "mode %#o is not allowed: only permission bits (0-0777) can be set; setuid, setgid and sticky bits are refused", a.Mode)
+	}
+	if err := w.root.Chmod(rel, fs.FileMode(a.Mode)); err != nil {
+		return nil, fsError(a.Path, err)
+	}
+	return w.stat(a.Path)
+}
+
+// matchGlob matches a slash-separated path against a pattern where "**"
+// matches any number of directories.
+func matchGlob(pattern, name string) bool {
+	return matchParts(strings.Split(pattern, "/"), strings.Split(name, "/"))
+}
+
+func matchParts(pat, name []string) bool {
+	for len(pat) > 0 {
+		if pat[0] == "**" {
+			for i := 0; i <= len(name); i++ {
+				if matchParts(pat[1:], name[i:]) {
+					return true
+				}
+			}
+			return false
+		}
+		if len(name) == 0 {
+			return false
+		}
+		if ok, _ := path.Match(pat[0], name[0]); !ok {
+			return false
+		}
+		pat, name = pat[1:], name[1:]
+	}
+	return len(name) == 0
+}
+
+// globMatches matches a pattern without "/" against the base name (like
+// find -name), and a pattern with "/" against the path relative to the
+// search root.
+func globMatches(pattern, rel string) bool {
+	if !strings.Contains(pattern, "/") {
+		ok, _ := path.Match(pattern, path.Base(rel))
+		return ok
+	}
+	return matchGlob(pattern, rel)
+}
+
+func (w *workspace) glob(a FSGlobRequest) (any, *WireError) {
+	if a.Pattern == "" {
+		return nil, errorf(CodeInvalidArgument, "glob pattern is empty: try \"*.py\" or \"src/**/*.go\"")
+	}
+	if _, err := path.Match(strings.ReplaceAll(a.Pattern, "**", "*"), ""); err != nil {
+		return nil, errorf(CodeInvalidArgument, "bad glob pattern %q: %v", a.Pattern, err)
+	}
+	rel, e := w.rel(a.Path)
+	if e != nil {
+		return nil, e
+	}
+	max := a.Max
+	if max <= 0 {
+		max = 1000
+	}
+	rep := FSGlobReply{Paths: []string{}}
+	walkErr := fs.WalkDir(w.root.FS(), rel, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if p == rel {
+				return err
+			}
+			return nil
+		}
+		if d.IsDir() && (d.Name() == ".git" || d.Name() == "node_modules") && p != rel {
+			return fs.SkipDir
+		}
+		sub := strings.TrimPrefix(strings.TrimPrefix(p, rel), "/")
+		if rel == "." {
+			sub = p
+		}
+		if sub == "" || sub == "." {
+			return nil
+		}
+		if globMatches(a.Pattern, sub) {
+			if len(rep.Paths) >= max {
+				rep.Truncated = true
+				return fs.SkipAll
+			}
+			rep.Paths = append(rep.Paths, p)
+		}
+		return nil
+	})
+	if walkErr != nil {
+		return nil, fsError(a.Path, walkErr)
+	}
+	sort.Strings(rep.Paths)
+	return rep, nil
+}

@@ -1,0 +1,153 @@
+// Package agent is sandboxkit's in-sandbox agent and the client side of its
+// protocol.
+//
+// The agent is the one process that runs INSIDE a sandbox's isolation
+// boundary. It serves exec, signals, stdio, pty, file and search requests from
+// the host over ONE multiplexed byte stream (a socketpair for the local
+// backend, a container's attach stream for Docker). Every later command is
+// started by this resident agent, which is both faster than a fresh
+// isolation setup per command and the only way to reach a running sandbox's
+// namespaces from Go (ISOLATION.md pitfall 9).
+//
+// Threat model: everything on the agent's side of the stream is untrusted
+// once user code runs. The host-side Client therefore bounds what it accepts
+// (frame size, buffered bytes per request) and treats a malformed frame or a
+// closed stream as the agent's death (ErrDead), never as a reason to hang.
+// The agent itself confines file requests to the workspace with os.Root and
+// bounds the memory any one process's output can take (per-request flow
+// control windows, head+tail caps, ring buffers for jobs).
+//
+// Wire format (version 1): every frame is a 9-byte header — payload length
+// (uint32, big endian), request id (uint32), frame type (uint8) — followed by
+// the payload. JSON payloads carry requests, replies and events; data frames
+// carry raw bytes. Data in either direction is flow controlled per request:
+// a sender keeps at most Window unacknowledged data bytes in flight and the
+// receiver returns credit with Ack frames as it consumes them, so one
+// flooding process cannot starve the others on the shared stream or grow a
+// buffer without bound.
+package agent
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// Version is the protocol version spoken by this package. The client sends
+// it in Hello; an agent of another version refuses the handshake.
+const Version = 1
+
+// Frame size and flow-control constants.
+const (
+	headerSize = 9
+	// MaxPayload bounds one frame. Larger frames are a protocol error,
+	// which keeps a hostile agent from making the host allocate freely.
+	MaxPayload = 16 << 20
+	// chunkSize is the largest data frame either side sends.
+	chunkSize = 32 << 10
+	// Window is the per-request credit for data frames, in bytes.
+	Window = 1 << 20
+)
+
+// FrameType says what a frame's payload is.
+type FrameType uint8
+
+// Frame types. Client->agent: Hello, Request, Stdin, StdinClose, Cancel,
+// Signal, Ack. Agent->client: HelloOK, Reply, Stdout, Stderr, Event, Ack.
+const (
+	FrameHello      FrameType = 1  // JSON Hello
+	FrameHelloOK    FrameType = 2  // JSON HelloReply
+	FrameRequest    FrameType = 3  // JSON Request
+	FrameReply      FrameType = 4  // JSON Reply; ends the request id
+	FrameStdout     FrameType = 5  // raw bytes
+	FrameStderr     FrameType = 6  // raw bytes
+	FrameEvent      FrameType = 7  // JSON Event
+	FrameStdin      FrameType = 8  // raw bytes to the request's process or upload
+	FrameStdinClose FrameType = 9  // no payload: end of input
+	FrameCancel     FrameType = 10 // no payload: abandon the request (kills its process)
+	FrameSignal     FrameType = 11 // JSON SignalRequest
+	FrameAck        FrameType = 12 // uint32 count of data bytes consumed
+	maxFrameType    FrameType = 12
+)
+
+func (t FrameType) String() string {
+	names := [...]string{"invalid", "hello", "hello-ok", "request", "reply", "stdout", "stderr", "event", "stdin", "stdin-close", "cancel", "signal", "ack"}
+	if int(t) < len(names) {
+		return names[t]
+	}
+	return fmt.Sprintf("frame(%d)", uint8(t))
+}
+
+// Frame is one decoded protocol frame.
+type Frame struct {
+	ID      uint32
+	Type    FrameType
+	Payload []byte
+}
+
+// ErrProtocol reports a malformed frame or an unexpected message.
+var ErrProtocol = errors.New("agent protocol error")
+
+// ReadFrame decodes one frame from r. It never allocates more than
+// MaxPayload bytes for a frame and rejects unknown frame types.
+func ReadFrame(r io.Reader) (Frame, error) {
+	var h [headerSize]byte
+	if _, err := io.ReadFull(r, h[:]); err != nil {
+		return Frame{}, err
+	}
+	n := binary.BigEndian.Uint32(h[0:4])
+	f := Frame{ID: binary.BigEndian.Uint32(h[4:8]), Type: FrameType(h[8])}
+	if f.Type == 0 || f.Type > maxFrameType {
+		return Frame{}, fmt.Errorf("%w: unknown frame type %d", ErrProtocol, h[8])
+	}
+	if n > MaxPayload {
+		return Frame{}, fmt.Errorf("%w: frame of %d bytes exceeds the %d byte limit", ErrProtocol, n, MaxPayload)
+	}
+	if n > 0 {
+		f.Payload = make([]byte, n)
+		if _, err := io.ReadFull(r, f.Payload); err != nil {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return Frame{}, err
+		}
+	}
+	return f, nil
+}
+
+// appendFrame encodes one frame into buf.
+func appendFrame(buf []byte, id uint32, t FrameType, payload []byte) []byte {
+	var h [headerSize]byte
+	binary.BigEndian.PutUint32(h[0:4], uint32(len(payload)))
+	binary.BigEndian.PutUint32(h[4:8], id)
+	h[8] = byte(t)
+	buf = append(buf, h[:]...)
+	return append(buf, payload...)
+}
+
+// WriteFrame encodes one frame to w in a single Write call.
+func WriteFrame(w io.Writer, id uint32, t FrameType, payload []byte) error {
+	if len(payload) > MaxPayload {
+		return fmt.Errorf("%w: frame of %d bytes exceeds the %d byte limit", ErrProtocol, len(payload), MaxPayload)
+	}
+	_, err := w.Write(appendFrame(make([]byte, 0, headerSize+len(payload)), id, t, payload))
+	return err
+}
+
+func ackPayload(n int) []byte {
+	var b [4]byte
+	binary.BigEndian.PutUint32(b[:], uint32(n))
+	return b[:]
+}
+
+func parseAck(p []byte) (int, error) {
+	if len(p) != 4 {
+		return 0, fmt.Errorf("%w: ack of %d bytes", ErrProtocol, len(p))
+	}
+	return int(binary.BigEndian.Uint32(p)), nil
+}
+
+// newFrameReader wraps r with a buffer sized for typical small frames.
+func newFrameReader(r io.Reader) *bufio.Reader { return bufio.NewReaderSize(r, 64<<10) }

@@ -1,0 +1,431 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"runtime/debug"
+	"sync"
+	"syscall"
+)
+
+// ServeOptions tunes Serve.
+type ServeOptions struct {
+	// Logf receives the agent's own diagnostics (never user output). Nil
+	// discards them.
+	Logf func(format string, args ...any)
+}
+
+// Serve runs the agent protocol over conn until the stream closes or
+// fails. Before returning it kills every process the agent started (and,
+// as a subreaper or PID 1, every process those left behind). The first
+// frame must be Hello.
+func Serve(conn io.ReadWriteCloser, opts ServeOptions) error {
+	s := &server{
+		conn: conn,
+		logf: opts.Logf,
+		reqs: map[uint32]*request{},
+		jobs: newJobTable(),
+	}
+	if s.logf == nil {
+		s.logf = func(string, ...any) {}
+	}
+	s.procs = newProcTable()
+	defer conn.Close()
+	return s.run()
+}
+
+type server struct {
+	conn  io.ReadWriteCloser
+	logf  func(string, ...any)
+	wmu   sync.Mutex
+	hello Hello
+	ws    *workspace
+	procs *procTable
+	jobs  *jobTable
+
+	mu       sync.Mutex
+	reqs     map[uint32]*request
+	handlers sync.WaitGroup
+	dead     bool
+}
+
+// request is the agent-side state of one in-flight request.
+type request struct {
+	id     uint32
+	s      *server
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	cmu    sync.Mutex
+	cond   *sync.Cond
+	credit int
+
+	in       chan []byte // inbound data frames; the sender respects Window
+	inOnce   sync.Once
+	sigMu    sync.Mutex
+	onSignal func(SignalRequest)
+}
+
+func (s *server) run() error {
+	r := newFrameReader(s.conn)
+	f, err := ReadFrame(r)
+	if err != nil {
+		return fmt.Errorf("agent: reading hello: %w", err)
+	}
+	if f.Type != FrameHello {
+		return fmt.Errorf("%w: first frame is %s, want hello", ErrProtocol, f.Type)
+	}
+	if err := s.handleHello(f.Payload); err != nil {
+		return err
+	}
+	stopReaper := s.procs.startReaper()
+	defer stopReaper()
+	defer s.shutdown()
+	for {
+		f, err := ReadFrame(r)
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+		if err := s.dispatch(f); err != nil {
+			return err
+		}
+	}
+}
+
+func (s *server) handleHello(p []byte) error {
+	var h Hello
+	if err := json.Unmarshal(p, &h); err != nil {
+		return fmt.Errorf("%w: bad hello: %v", ErrProtocol, err)
+	}
+	if h.Version != Version {
+		msg, _ := json.Marshal(Reply{Error: errorf(CodeInvalidArgument, "agent speaks protocol version %d, client %d: use the same sandboxkit version on both sides", Version, h.Version)})
+		_ = s.send(0, FrameHelloOK, msg)
+		return fmt.Errorf("%w: version %d", ErrProtocol, h.Version)
+	}
+	s.hello = h
+	ws, err := openWorkspace(h)
+	if err != nil {
+		msg, _ := json.Marshal(Reply{Error: errorf(CodeNotFound, "agent cannot open workspace %q: %v", h.Workspace, err)})
+		_ = s.send(0, FrameHelloOK, msg)
+		return err
+	}
+	s.ws = ws
+	if os.Getpid() != 1 {
+		// Orphans of our commands must come back to us so that Close can
+		// find and kill them (a setsid daemon leaves its process group).
+		_ = setChildSubreaper()
+	}
+	host, _ := os.Hostname()
+	rep := HelloReply{Version: Version, PID: os.Getpid(), PID1: os.Getpid() == 1, UID: os.Getuid(), Hostname: host,
+		Python: lookPathIn("python3", h.Env), Bash: lookPathIn("bash", h.Env)}
+	res, _ := json.Marshal(rep)
+	msg, _ := json.Marshal(Reply{Result: res})
+	return s.send(0, FrameHelloOK, msg)
+}
+
+func lookPathIn(name string, env []string) string {
+	path := "/usr/local/bin:/usr/bin:/bin"
+	for _, kv := range env {
+		if len(kv) > 5 && kv[:5] == "PATH=" {
+			path = kv[5:]
+		}
+	}
+	for _, dir := range splitList(path) {
+		p := dir + "/" + name
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			return p
+		}
+	}
+	return ""
+}
+
+func splitList(p string) []string {
+	var out []string
+	start := 0
+	for i := 0; i <= len(p); i++ {
+		if i == len(p) || p[i] == ':' {
+			if i > start {
+				out = append(out, p[start:i])
+			}
+			start = i + 1
+		}
+	}
+	return out
+}
+
+func (s *server) dispatch(f Frame) error {
+	switch f.Type {
+	case FrameRequest:
+		var req Request
+		if err := json.Unmarshal(f.Payload, &req); err != nil {
+			return s.replyError(f.ID, errorf(CodeInvalidArgument, "malformed request: %v", err))
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		r := &request{id: f.ID, s: s, ctx: ctx, cancel: cancel, credit: Window, in: make(chan []byte, Window/chunkSize+8)}
+		r.cond = sync.NewCond(&r.cmu)
+		s.mu.Lock()
+		if _, dup := s.reqs[f.ID]; dup {
+			s.mu.Unlock()
+			cancel()
+			return fmt.Errorf("%w: duplicate request id %d", ErrProtocol, f.ID)
+		}
+		s.reqs[f.ID] = r
+		s.handlers.Add(1)
+		s.mu.Unlock()
+		go s.handle(r, req)
+	case FrameStdin, FrameStdinClose, FrameCancel, FrameSignal, FrameAck:
+		s.mu.Lock()
+		r := s.reqs[f.ID]
+		s.mu.Unlock()
+		if r == nil {
+			return nil // the request already ended; late frames are harmless
+		}
+		switch f.Type {
+		case FrameStdin:
+			select {
+			case r.in <- f.Payload:
+			default:
+				return fmt.Errorf("%w: request %d sent past its flow-control window", ErrProtocol, f.ID)
+			}
+		case FrameStdinClose:
+			r.closeInput()
+		case FrameCancel:
+			r.cancel()
+		case FrameSignal:
+			var sr SignalRequest
+			if err := json.Unmarshal(f.Payload, &sr); err != nil {
+				return fmt.Errorf("%w: bad signal frame: %v", ErrProtocol, err)
+			}
+			r.sigMu.Lock()
+			h := r.onSignal
+			r.sigMu.Unlock()
+			if h != nil {
+				h(sr)
+			}
+		case FrameAck:
+			n, err := parseAck(f.Payload)
+			if err != nil {
+				return err
+			}
+			r.cmu.Lock()
+			r.credit += n
+			r.cond.Broadcast()
+			r.cmu.Unlock()
+		}
+	default:
+		return fmt.Errorf("%w: unexpected %s frame from client", ErrProtocol, f.Type)
+	}
+	return nil
+}
+
+func (r *request) closeInput() { r.inOnce.Do(func() { close(r.in) }) }
+
+func (r *request) setSignalHandler(h func(SignalRequest)) {
+	r.sigMu.Lock()
+	r.onSignal = h
+	r.sigMu.Unlock()
+}
+
+// readInput returns the next inbound chunk and returns its credit to the
+// client; ok is false at end of input or when the request is cancelled.
+func (r *request) readInput() ([]byte, bool) {
+	select {
+	case b, ok := <-r.in:
+		if !ok {
+			return nil, false
+		}
+		_ = r.s.send(r.id, FrameAck, ackPayload(len(b)))
+		return b, true
+	case <-r.ctx.Done():
+		return nil, false
+	}
+}
+
+// sendData streams bytes to the client in chunks, waiting for credit. It
+// gives up (returning false) when the request is cancelled or the stream
+// is dead.
+func (r *request) sendData(t FrameType, b []byte) bool {
+	for len(b) > 0 {
+		n := min(len(b), chunkSize)
+		r.cmu.Lock()
+		for r.credit < n && r.ctx.Err() == nil {
+			if r.credit > 0 {
+				n = r.credit
+				break
+			}
+			r.cond.Wait()
+		}
+		if r.ctx.Err() != nil {
+			r.cmu.Unlock()
+			return false
+		}
+		r.credit -= n
+		r.cmu.Unlock()
+		if err := r.s.send(r.id, t, b[:n]); err != nil {
+			return false
+		}
+		b = b[n:]
+	}
+	return true
+}
+
+func (r *request) event(e Event) {
+	b, _ := json.Marshal(e)
+	_ = r.s.send(r.id, FrameEvent, b)
+}
+
+func (s *server) handle(r *request, req Request) {
+	defer s.handlers.Done()
+	// Wake senders blocked on credit when the request ends.
+	stop := context.AfterFunc(r.ctx, func() {
+		r.cmu.Lock()
+		r.cond.Broadcast()
+		r.cmu.Unlock()
+	})
+	defer stop()
+	var result any
+	var werr *WireError
+	func() {
+		defer func() {
+			if p := recover(); p != nil {
+				s.logf("agent: panic in %s: %v\n%s", req.Op, p, debug.Stack())
+				werr = errorf(CodeInternal, "agent failed while handling %q: %v", req.Op, p)
+			}
+		}()
+		result, werr = s.call(r, req)
+	}()
+	var rep Reply
+	if werr != nil {
+		rep.Error = werr
+	} else if result != nil {
+		b, err := json.Marshal(result)
+		if err != nil {
+			rep.Error = errorf(CodeInternal, "encoding reply: %v", err)
+		} else {
+			rep.Result = b
+		}
+	}
+	b, _ := json.Marshal(rep)
+	s.mu.Lock()
+	delete(s.reqs, r.id)
+	s.mu.Unlock()
+	r.cancel()
+	_ = s.send(r.id, FrameReply, b)
+}
+
+func (s *server) replyError(id uint32, e *WireError) error {
+	b, _ := json.Marshal(Reply{Error: e})
+	return s.send(id, FrameReply, b)
+}
+
+// send writes one frame; frames from different goroutines never interleave.
+func (s *server) send(id uint32, t FrameType, payload []byte) error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if s.dead {
+		return io.ErrClosedPipe
+	}
+	if err := WriteFrame(s.conn, id, t, payload); err != nil {
+		s.dead = true
+		return err
+	}
+	return nil
+}
+
+func decodeArgs[T any](req Request) (T, *WireError) {
+	var v T
+	if len(req.Args) == 0 {
+		return v, nil
+	}
+	if err := json.Unmarshal(req.Args, &v); err != nil {
+		return v, errorf(CodeInvalidArgument, "bad arguments for %s: %v", req.Op, err)
+	}
+	return v, nil
+}
+
+func (s *server) call(r *request, req Request) (any, *WireError) {
+	switch req.Op {
+	case "ping":
+		return struct{}{}, nil
+	case "exec":
+		a, e := decodeArgs[ExecRequest](req)
+		if e != nil {
+			return nil, e
+		}
+		if a.Job {
+			return s.startJob(a)
+		}
+		return s.runExec(r, a)
+	case "job.output":
+		a, e := decodeArgs[JobOutputRequest](req)
+		if e != nil {
+			return nil, e
+		}
+		return s.jobs.output(a)
+	case "job.status":
+		a, e := decodeArgs[JobRef](req)
+		if e != nil {
+			return nil, e
+		}
+		return s.jobs.status(a.ID)
+	case "job.wait":
+		a, e := decodeArgs[JobRef](req)
+		if e != nil {
+			return nil, e
+		}
+		return s.jobs.wait(r.ctx, a.ID)
+	case "job.kill":
+		a, e := decodeArgs[JobSignalRequest](req)
+		if e != nil {
+			return nil, e
+		}
+		return s.jobs.signal(a.ID, syscall.Signal(a.Signal))
+	case "job.stdin":
+		a, e := decodeArgs[JobStdinRequest](req)
+		if e != nil {
+			return nil, e
+		}
+		return s.jobs.stdin(a)
+	case "job.list":
+		return s.jobs.list(), nil
+	case "job.remove":
+		a, e := decodeArgs[JobRef](req)
+		if e != nil {
+			return nil, e
+		}
+		return s.jobs.remove(a.ID)
+	}
+	if res, e, ok := s.callFS(r, req); ok {
+		return res, e
+	}
+	return nil, errorf(CodeInvalidArgument, "unknown operation %q", req.Op)
+}
+
+// shutdown ends every request and kills every process the agent started.
+func (s *server) shutdown() {
+	s.wmu.Lock()
+	s.dead = true
+	s.wmu.Unlock()
+	s.mu.Lock()
+	for _, r := range s.reqs {
+		r.cancel()
+	}
+	s.mu.Unlock()
+	s.jobs.killAll()
+	s.procs.killAll()
+	s.handlers.Wait()
+	killDescendants(os.Getpid())
+	if s.ws != nil {
+		s.ws.close()
+	}
+}
+
+var _ = exec.ErrNotFound

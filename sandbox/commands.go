@@ -1,0 +1,424 @@
+package sandbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/sandboxkit/sandboxkit/sandbox/agent"
+)
+
+// Command is one program to run in the sandbox, like exec.Cmd: a plain
+// struct the caller fills in.
+type Command struct {
+	// Args is the program and its arguments (argv). Either Args or Shell
+	// must be set.
+	Args []string
+	// Shell is a command line run by /bin/sh -c.
+	Shell string
+	// Dir is the working directory, relative to the workspace or absolute
+	// under it. Empty means the workspace.
+	Dir string
+	// Env adds variables to the sandbox's environment for this command.
+	Env map[string]string
+	// Stdin, when set, is copied to the command's standard input.
+	// Otherwise the command reads /dev/null.
+	Stdin io.Reader
+	// OpenStdin keeps a background job's stdin open for Job.Write.
+	OpenStdin bool
+	// Timeout bounds the run (default Limits.Timeout; at most
+	// Limits.MaxTimeout). A job has no timeout unless set.
+	Timeout time.Duration
+	// OnOutput, when set, receives output chunks in order as they are
+	// produced (from the agent's reader; it must not block for long).
+	OnOutput func(Chunk)
+}
+
+// Stream names an output stream.
+type Stream int
+
+// The output streams.
+const (
+	Stdout Stream = 1
+	Stderr Stream = 2
+)
+
+// Chunk is a piece of a command's output.
+type Chunk struct {
+	Stream Stream
+	Data   []byte
+}
+
+// Result is the outcome of a command that ran. A non-zero exit is data,
+// not an error.
+type Result struct {
+	ExitCode int
+	// Signal names the signal that killed the command ("SIGKILL"), if any.
+	Signal   string
+	Stdout   string
+	Stderr   string
+	Duration time.Duration
+	// TimedOut reports that the command was killed at its timeout (Run
+	// then also returns ErrTimeout).
+	TimedOut bool
+	// StdoutDropped and StderrDropped count bytes cut from the middle of
+	// the output (a marker in the text says where).
+	StdoutDropped int64
+	StderrDropped int64
+}
+
+// Commands runs one-shot commands and background jobs.
+type Commands struct{ sb *Sandbox }
+
+func argv(op string, cmd Command) ([]string, error) {
+	switch {
+	case len(cmd.Args) > 0 && cmd.Shell != "":
+		return nil, newError(CodeInvalidArgument, op, "set either Args or Shell, not both")
+	case cmd.Shell != "":
+		return []string{"/bin/sh", "-c", cmd.Shell}, nil
+	case len(cmd.Args) > 0:
+		return cmd.Args, nil
+	}
+	return nil, newError(CodeInvalidArgument, op, "the command is empty: set Args or Shell")
+}
+
+func envList(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for k, v := range m {
+		out = append(out, k+"="+v)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func summary(args []string) string {
+	s := strings.Join(args, " ")
+	if len(args) == 3 && args[0] == "/bin/sh" && args[1] == "-c" {
+		s = args[2]
+	}
+	return s
+}
+
+// cutMarker is inserted where output was dropped.
+func cutMarker(stream string, n int64) string {
+	return fmt.Sprintf("\n[... sandboxkit: %d bytes of %s cut here; the output limit is per stream (Limits.MaxOutputBytes) ...]\n", n, stream)
+}
+
+// Run runs a command to completion and returns its output. On timeout the
+// whole process tree is killed and Run returns the partial Result together
+// with an error matching ErrTimeout.
+func (c *Commands) Run(ctx context.Context, cmd Command) (*Result, error) {
+	const op = "Commands.Run"
+	start := time.Now()
+	res, err := c.run(ctx, cmd)
+	args, _ := argv(op, cmd)
+	c.sb.auditEvent(ctx, op, summary(args), start, err)
+	return res, err
+}
+
+func (c *Commands) run(ctx context.Context, cmd Command) (*Result, error) {
+	const op = "Commands.Run"
+	sb := c.sb
+	if err := sb.check(op); err != nil {
+		return nil, err
+	}
+	args, err := argv(op, cmd)
+	if err != nil {
+		return nil, err
+	}
+	timeout, err := sb.timeoutFor(op, cmd.Timeout)
+	if err != nil {
+		return nil, err
+	}
+	var mu sync.Mutex
+	var stdout, stderr strings.Builder
+	h := agent.Handlers{OnData: func(t agent.FrameType, b []byte) {
+		mu.Lock()
+		if t == agent.FrameStdout {
+			stdout.Write(b)
+		} else {
+			stderr.Write(b)
+		}
+		mu.Unlock()
+		if cmd.OnOutput != nil {
+			s := Stdout
+			if t == agent.FrameStderr {
+				s = Stderr
+			}
+			cmd.OnOutput(Chunk{Stream: s, Data: append([]byte(nil), b...)})
+		}
+	}}
+	call, err := sb.client.Start("exec", agent.ExecRequest{
+		Args: args, Dir: cmd.Dir, Env: envList(cmd.Env), Stdin: cmd.Stdin != nil,
+		TimeoutMs: timeout.Milliseconds(), MaxOutput: sb.cfg.limits.MaxOutputBytes,
+	}, h)
+	if err != nil {
+		return nil, wrapErr(op, err)
+	}
+	if cmd.Stdin != nil {
+		go func() {
+			_, _ = io.Copy(call, cmd.Stdin)
+			_ = call.CloseInput()
+		}()
+	}
+	raw, err := call.WaitContext(ctx)
+	if err != nil {
+		return nil, wrapErr(op, err)
+	}
+	var rep agent.ExecReply
+	if err := json.Unmarshal(raw, &rep); err != nil {
+		return nil, wrapErr(op, fmt.Errorf("%w: %v", agent.ErrProtocol, err))
+	}
+	mu.Lock()
+	out, errOut := stdout.String(), stderr.String()
+	mu.Unlock()
+	res := &Result{
+		ExitCode: rep.ExitCode, Signal: rep.Signal, Duration: time.Duration(rep.DurationNs),
+		TimedOut: rep.TimedOut, StdoutDropped: rep.StdoutDropped, StderrDropped: rep.StderrDropped,
+	}
+	res.Stdout = joinTail(out, rep.StdoutTail, rep.StdoutDropped, "stdout", cmd.OnOutput, Stdout)
+	res.Stderr = joinTail(errOut, rep.StderrTail, rep.StderrDropped, "stderr", cmd.OnOutput, Stderr)
+	if rep.TimedOut {
+		return res, newError(CodeTimeout, op, "%q did not finish within %s and was killed (with every process it started); partial output is in the result", summary(args), timeout)
+	}
+	return res, nil
+}
+
+func joinTail(head string, tail []byte, dropped int64, name string, on func(Chunk), s Stream) string {
+	if len(tail) == 0 && dropped == 0 {
+		return head
+	}
+	var b strings.Builder
+	b.WriteString(head)
+	if dropped > 0 {
+		m := cutMarker(name, dropped)
+		b.WriteString(m)
+		if on != nil {
+			on(Chunk{Stream: s, Data: []byte(m)})
+		}
+	}
+	b.Write(tail)
+	if on != nil && len(tail) > 0 {
+		on(Chunk{Stream: s, Data: tail})
+	}
+	return b.String()
+}
+
+// Job is a background process started with Commands.Start. Its output is
+// kept in a bounded ring buffer in the sandbox and read incrementally.
+type Job struct {
+	// ID names the job (e.g. "job-3").
+	ID string
+	sb *Sandbox
+}
+
+// JobStatus describes a job.
+type JobStatus struct {
+	ID       string
+	Args     []string
+	PID      int
+	Running  bool
+	ExitCode int
+	Signal   string
+	Started  time.Time
+	Ended    time.Time
+	// Written counts every output byte the job produced so far.
+	Written int64
+}
+
+// JobOutput is output read from a cursor.
+type JobOutput struct {
+	// Data is stdout and stderr interleaved as produced.
+	Data string
+	// Next is the cursor to pass to the next Output call.
+	Next int64
+	// Dropped counts bytes after the cursor that the ring buffer no longer
+	// held (printed faster than they were read).
+	Dropped int64
+	Status  JobStatus
+}
+
+func jobStatus(s agent.JobStatus) JobStatus {
+	st := JobStatus{ID: s.ID, Args: s.Args, PID: s.PID, Running: s.Running, ExitCode: s.ExitCode, Signal: s.Signal,
+		Started: time.Unix(0, s.StartedNs), Written: s.Written}
+	if s.EndedNs > 0 {
+		st.Ended = time.Unix(0, s.EndedNs)
+	}
+	return st
+}
+
+// jobRingBytes is the output kept per job.
+const jobRingBytes = 1 << 20
+
+// Start starts a background job and returns at once. Jobs live until they
+// end, are killed, or the sandbox closes.
+func (c *Commands) Start(ctx context.Context, cmd Command) (*Job, error) {
+	const op = "Commands.Start"
+	start := time.Now()
+	j, err := c.start(ctx, cmd)
+	args, _ := argv(op, cmd)
+	c.sb.auditEvent(ctx, op, summary(args), start, err)
+	return j, err
+}
+
+func (c *Commands) start(ctx context.Context, cmd Command) (*Job, error) {
+	const op = "Commands.Start"
+	sb := c.sb
+	if err := sb.check(op); err != nil {
+		return nil, err
+	}
+	args, err := argv(op, cmd)
+	if err != nil {
+		return nil, err
+	}
+	var timeout time.Duration
+	if cmd.Timeout != 0 {
+		if timeout, err = sb.timeoutFor(op, cmd.Timeout); err != nil {
+			return nil, err
+		}
+	}
+	var rep agent.ExecReply
+	err = sb.client.Do(ctx, "exec", agent.ExecRequest{
+		Args: args, Dir: cmd.Dir, Env: envList(cmd.Env), Stdin: cmd.Stdin != nil || cmd.OpenStdin,
+		TimeoutMs: timeout.Milliseconds(), Job: true, RingBytes: jobRingBytes,
+	}, &rep)
+	if err != nil {
+		return nil, wrapErr(op, err)
+	}
+	j := &Job{ID: rep.JobID, sb: sb}
+	if cmd.Stdin != nil {
+		go func() {
+			buf := make([]byte, 32<<10)
+			for {
+				n, rerr := cmd.Stdin.Read(buf)
+				if n > 0 {
+					if werr := j.Write(context.Background(), buf[:n]); werr != nil {
+						return
+					}
+				}
+				if rerr != nil {
+					if !cmd.OpenStdin {
+						_ = j.CloseStdin(context.Background())
+					}
+					return
+				}
+			}
+		}()
+	}
+	return j, nil
+}
+
+// Job returns a handle for an existing job id (e.g. one a model passed
+// back). Calls on it fail with SBX_NOT_FOUND if the job does not exist.
+func (c *Commands) Job(id string) *Job { return &Job{ID: id, sb: c.sb} }
+
+// Jobs lists the sandbox's jobs, running and ended, oldest first.
+func (c *Commands) Jobs(ctx context.Context) ([]JobStatus, error) {
+	const op = "Commands.Jobs"
+	if err := c.sb.check(op); err != nil {
+		return nil, err
+	}
+	var list []agent.JobStatus
+	if err := c.sb.client.Do(ctx, "job.list", nil, &list); err != nil {
+		return nil, wrapErr(op, err)
+	}
+	out := make([]JobStatus, len(list))
+	for i, s := range list {
+		out[i] = jobStatus(s)
+	}
+	return out, nil
+}
+
+// Output returns the output produced since cursor (0 for the start),
+// up to 4 MiB per call, and the cursor for the next call.
+func (j *Job) Output(ctx context.Context, since int64) (*JobOutput, error) {
+	const op = "Job.Output"
+	if err := j.sb.check(op); err != nil {
+		return nil, err
+	}
+	if since < 0 {
+		return nil, newError(CodeInvalidArgument, op, "cursor %d is negative", since)
+	}
+	var out agent.JobOutput
+	if err := j.sb.client.Do(ctx, "job.output", agent.JobOutputRequest{ID: j.ID, Since: since}, &out); err != nil {
+		return nil, wrapErr(op, err)
+	}
+	return &JobOutput{Data: string(out.Data), Next: out.Next, Dropped: out.Dropped, Status: jobStatus(out.Status)}, nil
+}
+
+// Status returns the job's state.
+func (j *Job) Status(ctx context.Context) (JobStatus, error) {
+	const op = "Job.Status"
+	if err := j.sb.check(op); err != nil {
+		return JobStatus{}, err
+	}
+	var st agent.JobStatus
+	if err := j.sb.client.Do(ctx, "job.status", agent.JobRef{ID: j.ID}, &st); err != nil {
+		return JobStatus{}, wrapErr(op, err)
+	}
+	return jobStatus(st), nil
+}
+
+// Wait blocks until the job ends or ctx is done.
+func (j *Job) Wait(ctx context.Context) (JobStatus, error) {
+	const op = "Job.Wait"
+	if err := j.sb.check(op); err != nil {
+		return JobStatus{}, err
+	}
+	var st agent.JobStatus
+	if err := j.sb.client.Do(ctx, "job.wait", agent.JobRef{ID: j.ID}, &st); err != nil {
+		return JobStatus{}, wrapErr(op, err)
+	}
+	return jobStatus(st), nil
+}
+
+// Kill stops the job and every process it started (SIGTERM, then SIGKILL
+// after a short grace).
+func (j *Job) Kill(ctx context.Context) error { return j.Signal(ctx, syscall.SIGTERM) }
+
+// Signal sends sig to the job's process tree.
+func (j *Job) Signal(ctx context.Context, sig syscall.Signal) error {
+	const op = "Job.Signal"
+	start := time.Now()
+	err := j.sb.check(op)
+	if err == nil {
+		err = wrapErr(op, j.sb.client.Do(ctx, "job.kill", agent.JobSignalRequest{ID: j.ID, Signal: int(sig)}, nil))
+	}
+	j.sb.auditEvent(ctx, op, j.ID+" "+sig.String(), start, err)
+	return err
+}
+
+// Write sends data to the job's stdin (the job must have been started
+// with Stdin or OpenStdin).
+func (j *Job) Write(ctx context.Context, p []byte) error {
+	const op = "Job.Write"
+	if err := j.sb.check(op); err != nil {
+		return err
+	}
+	for len(p) > 0 {
+		n := min(len(p), 1<<20)
+		if err := j.sb.client.Do(ctx, "job.stdin", agent.JobStdinRequest{ID: j.ID, Data: p[:n]}, nil); err != nil {
+			return wrapErr(op, err)
+		}
+		p = p[n:]
+	}
+	return nil
+}
+
+// CloseStdin closes the job's stdin.
+func (j *Job) CloseStdin(ctx context.Context) error {
+	const op = "Job.CloseStdin"
+	if err := j.sb.check(op); err != nil {
+		return err
+	}
+	return wrapErr(op, j.sb.client.Do(ctx, "job.stdin", agent.JobStdinRequest{ID: j.ID, Close: true}, nil))
+}
+
+var _ = errors.New

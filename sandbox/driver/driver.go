@@ -1,0 +1,189 @@
+// Package driver is the narrow contract between sandboxkit's rich API (package
+// sandbox) and a backend that provides an isolation boundary (sandbox/local,
+// sandbox/docker, ...), in the way database/sql/driver sits below database/sql.
+//
+// A backend's only jobs are: start the in-sandbox agent (sandbox/agent) inside
+// its boundary, carry the agent's single byte stream, pause, resume and
+// destroy the boundary, and report truthfully which controls it applied.
+// Commands, jobs, files, search, bash sessions and the Python kernel are built
+// once in package sandbox on top of the agent protocol and are never
+// re-implemented by a backend.
+//
+// This package must stay below both package sandbox and every backend: it
+// imports nothing from this module.
+package driver
+
+import (
+	"context"
+	"io"
+	"time"
+)
+
+// Driver starts sandboxes of one kind. Implementations must be safe for
+// concurrent use.
+type Driver interface {
+	// Name is the backend's short name as reported by Info ("local", "docker").
+	Name() string
+	// Start creates the isolation boundary described by cfg and starts the
+	// agent inside it. It fails with an *Error (code ISOLATION_UNAVAILABLE,
+	// ...) rather than applying less than cfg asks for.
+	Start(ctx context.Context, cfg Config) (Instance, error)
+}
+
+// Config is what the rich layer asks a backend for. Zero values mean "no
+// limit" except where noted; the rich layer fills in defaults before calling
+// Start.
+type Config struct {
+	// ID is the sandbox's unique id (used for labels, cgroup names, logs).
+	ID string
+	// Workspace is a host directory to expose read-write as the sandbox's
+	// workspace. Empty means the backend provides a fresh one.
+	Workspace string
+	// Limits are the resource limits to enforce (defaults filled in).
+	Limits Limits
+	// Explicit holds only the limits the caller set by name. A backend may
+	// skip a default it can only enforce with a harmful fallback (e.g.
+	// RLIMIT_AS for memory) but must enforce or refuse an explicit one.
+	Explicit Limits
+	// Network allows network access (the host's network, or the engine's
+	// default) when true. False means no network, enforced by the kernel.
+	Network bool
+	// MinTier is the weakest isolation tier the caller accepts (see Tier).
+	// The backend picks the best tier it can and fails when that is below
+	// MinTier.
+	MinTier Tier
+	// AllowWeaker lists tiers below the backend's best that the caller
+	// accepts by name (e.g. TierLandlock, TierProcess). A backend never
+	// silently falls back to a tier not listed here.
+	AllowWeaker []Tier
+	// Owner is a free-form label for the creator (process, user), used for
+	// container labels and garbage collection.
+	Owner string
+	// Options carries backend-specific settings (e.g. docker image, runtime).
+	Options map[string]string
+	// Progress, when set, receives human-readable progress lines during
+	// slow steps (image pulls).
+	Progress func(string)
+}
+
+// Limits are the resource limits a backend must enforce (or refuse).
+type Limits struct {
+	CPUSeconds    int   // CPU time for the whole sandbox or each process; 0 = none
+	MemoryBytes   int64 // memory for the whole sandbox; 0 = none
+	Pids          int   // number of processes; 0 = none
+	FileSizeBytes int64 // largest single file a process may write; 0 = none
+	DiskBytes     int64 // workspace quota; 0 = none
+	TmpBytes      int64 // size of the private /tmp; 0 = backend default
+	OpenFiles     int   // file descriptors per process; 0 = backend default
+}
+
+// Tier is an isolation level, ordered from weakest to strongest.
+type Tier int
+
+// The isolation tiers, weakest first. A tier is a report of what was applied,
+// measured at creation, never a hope.
+const (
+	TierNone      Tier = iota // nothing enforced
+	TierProcess               // workspace confinement in the agent, rlimits
+	TierLandlock              // Landlock + seccomp + rlimits, no namespaces
+	TierNamespace             // user/mount/pid/net/ipc/uts namespaces + Landlock + seccomp
+	TierContainer             // Docker / runc
+	TierGVisor                // gVisor (runsc)
+	TierMicroVM               // a virtual machine per sandbox
+)
+
+var tierNames = [...]string{"none", "process", "landlock", "namespace", "container", "gvisor", "microvm"}
+
+// String returns the tier's name as used in Info and error messages.
+func (t Tier) String() string {
+	if t < 0 || int(t) >= len(tierNames) {
+		return "unknown"
+	}
+	return tierNames[t]
+}
+
+// ParseTier returns the tier with the given name.
+func ParseTier(s string) (Tier, bool) {
+	for i, n := range tierNames {
+		if n == s {
+			return Tier(i), true
+		}
+	}
+	return 0, false
+}
+
+// Control is one security or resource control and how it is enforced.
+type Control struct {
+	// Name of the control: "network", "filesystem", "pids", "memory",
+	// "cpu", "file_size", "disk", "processes_visible", "syscalls", ...
+	Name string `json:"name"`
+	// Enforced reports whether the control is in force.
+	Enforced bool `json:"enforced"`
+	// Mechanism says how, e.g. "net namespace (only lo)", "cgroup v1 pids.max",
+	// "RLIMIT_AS (fallback)", "agent path checks only".
+	Mechanism string `json:"mechanism"`
+}
+
+// Isolation is the backend's report of what it applied to one sandbox.
+type Isolation struct {
+	Tier     Tier
+	Controls []Control
+	// Gaps lists known weaknesses of this tier on this machine, in words a
+	// user can act on.
+	Gaps []string
+	// WorkspacePath is the workspace as processes inside see it
+	// ("/workspace" where the backend provides it).
+	WorkspacePath string
+	// HostWorkspace is the workspace directory on the host, "" when it is
+	// not reachable from the host (e.g. inside a container).
+	HostWorkspace string
+	// Extra holds backend facts (container id, image, cgroup path).
+	Extra map[string]string
+}
+
+// Instance is one running sandbox boundary with its agent started.
+type Instance interface {
+	// Conn is the agent's byte stream. The rich layer speaks the agent
+	// protocol over it. Closing it makes the agent exit.
+	Conn() io.ReadWriteCloser
+	// Isolation reports what was applied.
+	Isolation() Isolation
+	// Pause freezes every process of the sandbox.
+	Pause(ctx context.Context) error
+	// Resume thaws a paused sandbox.
+	Resume(ctx context.Context) error
+	// Close destroys the boundary: every process in it is killed and
+	// backend resources are released. It is idempotent.
+	Close(ctx context.Context) error
+	// Done is closed when the boundary has died (agent exited, container
+	// gone).
+	Done() <-chan struct{}
+}
+
+// Error is a backend failure with a stable code from the sandbox error list
+// (without the "SBX_" prefix, e.g. "ISOLATION_UNAVAILABLE", "DEAD",
+// "BACKEND"). Package sandbox converts it to its own error type.
+type Error struct {
+	Code    string
+	Message string // what happened and what to do about it
+	Err     error  // underlying cause, may be nil
+}
+
+func (e *Error) Error() string {
+	if e.Err != nil {
+		return e.Message + ": " + e.Err.Error()
+	}
+	return e.Message
+}
+
+// Unwrap returns the underlying cause.
+func (e *Error) Unwrap() error { return e.Err }
+
+// Errorf is a convenience for backends building an *Error.
+func Errorf(code string, cause error, message string) *Error {
+	return &Error{Code: code, Message: message, Err: cause}
+}
+
+// DefaultStartTimeout bounds how long a backend may take to start when the
+// caller's context has no deadline.
+const DefaultStartTimeout = 2 * time.Minute

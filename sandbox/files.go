@@ -1,0 +1,340 @@
+package sandbox
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"io/fs"
+	"sync"
+	"time"
+
+	"github.com/sandboxkit/sandboxkit/sandbox/agent"
+)
+
+// Files reads, writes and searches the sandbox's workspace. Paths are
+// relative to the workspace, or absolute under it (e.g. /workspace/a.txt).
+// Confinement has os.Root semantics, enforced inside the sandbox: "..",
+// absolute paths elsewhere and symbolic links leading out (including ones
+// a command created, or swapped in during a call) fail with
+// SBX_PATH_ESCAPE.
+type Files struct{ sb *Sandbox }
+
+// ReadOptions selects part of a file. With Limit > 0 Read returns lines
+// [Offset, Offset+Limit) (Offset counts from 0); otherwise the whole file.
+type ReadOptions struct {
+	Offset int
+	Limit  int
+	// MaxBytes caps the bytes returned (default 8 MiB). A whole-file read
+	// of a larger file fails with SBX_TOO_LARGE.
+	MaxBytes int64
+}
+
+// FileContent is what Read returns.
+type FileContent struct {
+	Data []byte
+	// Size is the file's size in bytes.
+	Size int64
+	// Binary reports a binary file (a NUL byte near the start). In line
+	// mode no data is returned for it.
+	Binary bool
+	// Lines is the number of lines returned in line mode; More says that
+	// lines remain after them.
+	Lines int
+	More  bool
+	// Truncated says MaxBytes cut the content.
+	Truncated bool
+}
+
+// Entry describes one file or directory.
+type Entry struct {
+	Path    string // relative to the workspace, slash-separated
+	Type    string // "file", "dir", "symlink" or "other"
+	Size    int64
+	Mode    fs.FileMode
+	ModTime time.Time
+	Target  string // a symlink's target
+}
+
+func entry(e agent.Entry) Entry {
+	return Entry{Path: e.Path, Type: e.Type, Size: e.Size, Mode: fs.FileMode(e.Mode), ModTime: time.Unix(0, e.ModTime), Target: e.Target}
+}
+
+// ListOptions tunes List.
+type ListOptions struct {
+	// Depth is how deep to go (1 = direct children, the default).
+	Depth int
+	// Hidden includes names starting with ".".
+	Hidden bool
+	// Max caps the entries returned (default 1000).
+	Max int
+}
+
+// Listing is a directory listing.
+type Listing struct {
+	Entries   []Entry
+	Truncated bool
+}
+
+// SearchOptions is a content search.
+type SearchOptions struct {
+	// Pattern is a regular expression (RE2 syntax), matched per line.
+	Pattern string
+	// Path limits the search to a directory or file (default: workspace).
+	Path string
+	// Include and Exclude are globs ("*.go", "src/**/*.py"); a glob
+	// without "/" matches the file's base name.
+	Include, Exclude []string
+	IgnoreCase       bool
+	// MaxResults caps the matches (default 200).
+	MaxResults int
+	// All also searches .git and node_modules, skipped by default.
+	All bool
+}
+
+// SearchResult holds matches in path, then line order.
+type SearchResult struct {
+	Matches   []Match
+	Truncated bool
+	// Files is the number of files scanned; SkippedBinary counts binary
+	// files that matched but were not reported line by line.
+	Files         int
+	SkippedBinary int
+}
+
+// Match is one matching line ("path:line:text").
+type Match = agent.Match
+
+func (f *Files) do(ctx context.Context, op, agentOp, sum string, args, out any) error {
+	start := time.Now()
+	err := f.sb.check(op)
+	if err == nil {
+		err = wrapErr(op, f.sb.client.Do(ctx, agentOp, args, out))
+	}
+	f.sb.auditEvent(ctx, op, sum, start, err)
+	return err
+}
+
+// Read reads a file, whole or by lines.
+func (f *Files) Read(ctx context.Context, path string, opt ReadOptions) (*FileContent, error) {
+	if opt.Offset < 0 || opt.Limit < 0 || opt.MaxBytes < 0 {
+		return nil, newError(CodeInvalidArgument, "Files.Read", "offset, limit and max bytes must not be negative")
+	}
+	var rep agent.FSReadReply
+	if err := f.do(ctx, "Files.Read", "fs.read", path, agent.FSReadRequest{Path: path, Offset: opt.Offset, Limit: opt.Limit, MaxBytes: opt.MaxBytes}, &rep); err != nil {
+		return nil, err
+	}
+	return &FileContent{Data: rep.Data, Size: rep.Size, Binary: rep.Binary, Lines: rep.Lines, More: rep.More, Truncated: rep.Truncated}, nil
+}
+
+// ReadFile returns a whole file's bytes (binary or not).
+func (f *Files) ReadFile(ctx context.Context, path string) ([]byte, error) {
+	c, err := f.Read(ctx, path, ReadOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return c.Data, nil
+}
+
+// maxInlineWrite is the largest Write/Append payload; larger data goes
+// through CopyIn.
+const maxInlineWrite = 8 << 20
+
+// Write replaces a file atomically (a reader sees the old or the new
+// content, never a mix), creating parent directories. mode 0 keeps an
+// existing file's mode, or uses 0644.
+func (f *Files) Write(ctx context.Context, path string, data []byte, mode fs.FileMode) error {
+	return f.write(ctx, "Files.Write", path, data, mode, false)
+}
+
+// Append adds data at the end of a file, creating it if needed.
+func (f *Files) Append(ctx context.Context, path string, data []byte) error {
+	return f.write(ctx, "Files.Append", path, data, 0, true)
+}
+
+func (f *Files) write(ctx context.Context, op, path string, data []byte, mode fs.FileMode, app bool) error {
+	if len(data) > maxInlineWrite {
+		return newError(CodeTooLarge, op, "%d bytes is over the %d byte limit of one write: use CopyIn for large files", len(data), maxInlineWrite)
+	}
+	if mode&^fs.ModePerm != 0 {
+		return newError(CodeInvalidArgument, op, "mode %v has bits other than permissions", mode)
+	}
+	return f.do(ctx, op, "fs.write", fmt.Sprintf("%s (%d bytes)", path, len(data)), agent.FSWriteRequest{Path: path, Data: data, Mode: uint32(mode), Append: app}, nil)
+}
+
+// Edit replaces old with new in a file. It fails with SBX_NO_MATCH when
+// old does not occur, and with SBX_AMBIGUOUS when it occurs more than once
+// and replaceAll is false. It returns the number of replacements.
+func (f *Files) Edit(ctx context.Context, path, old, new string, replaceAll bool) (int, error) {
+	var rep agent.FSEditReply
+	err := f.do(ctx, "Files.Edit", "fs.edit", path, agent.FSEditRequest{Path: path, Old: old, New: new, ReplaceAll: replaceAll}, &rep)
+	return rep.Replacements, err
+}
+
+// List lists a directory.
+func (f *Files) List(ctx context.Context, path string, opt ListOptions) (*Listing, error) {
+	var rep agent.FSListReply
+	if err := f.do(ctx, "Files.List", "fs.list", path, agent.FSListRequest{Path: path, Depth: opt.Depth, Hidden: opt.Hidden, Max: opt.Max}, &rep); err != nil {
+		return nil, err
+	}
+	l := &Listing{Truncated: rep.Truncated, Entries: make([]Entry, len(rep.Entries))}
+	for i, e := range rep.Entries {
+		l.Entries[i] = entry(e)
+	}
+	return l, nil
+}
+
+// Stat describes one path (a symlink itself, not its target).
+func (f *Files) Stat(ctx context.Context, path string) (Entry, error) {
+	var rep agent.Entry
+	err := f.do(ctx, "Files.Stat", "fs.stat", path, agent.FSPathRequest{Path: path}, &rep)
+	return entry(rep), err
+}
+
+// Mkdir creates a directory and its parents.
+func (f *Files) Mkdir(ctx context.Context, path string) error {
+	return f.do(ctx, "Files.Mkdir", "fs.mkdir", path, agent.FSPathRequest{Path: path}, nil)
+}
+
+// Move renames a file or directory. An existing destination is replaced
+// only when overwrite is set.
+func (f *Files) Move(ctx context.Context, from, to string, overwrite bool) error {
+	return f.do(ctx, "Files.Move", "fs.move", from+" -> "+to, agent.FSMoveRequest{From: from, To: to, Overwrite: overwrite}, nil)
+}
+
+// Copy copies a file or a directory tree.
+func (f *Files) Copy(ctx context.Context, from, to string, overwrite bool) error {
+	return f.do(ctx, "Files.Copy", "fs.copy", from+" -> "+to, agent.FSMoveRequest{From: from, To: to, Overwrite: overwrite}, nil)
+}
+
+// Remove deletes a file, or a directory with its contents when recursive
+// is set (a non-empty directory otherwise fails).
+func (f *Files) Remove(ctx context.Context, path string, recursive bool) error {
+	return f.do(ctx, "Files.Remove", "fs.remove", path, agent.FSPathRequest{Path: path, Recursive: recursive}, nil)
+}
+
+// Chmod sets permission bits (0-0777; setuid, setgid and sticky bits are
+// refused).
+func (f *Files) Chmod(ctx context.Context, path string, mode fs.FileMode) error {
+	if mode&^fs.ModePerm != 0 {
+		return newError(CodeInvalidArgument, "Files.Chmod", "mode %v: only permission bits (0-0777) can be set", mode)
+	}
+	return f.do(ctx, "Files.Chmod", "fs.chmod", fmt.Sprintf("%s %#o", path, mode), agent.FSChmodRequest{Path: path, Mode: uint32(mode)}, nil)
+}
+
+// Search finds lines matching a regular expression, skipping binary files
+// and, unless All is set, .git and node_modules.
+func (f *Files) Search(ctx context.Context, opt SearchOptions) (*SearchResult, error) {
+	var rep agent.FSSearchReply
+	if err := f.do(ctx, "Files.Search", "fs.search", opt.Pattern, agent.FSSearchRequest{
+		Pattern: opt.Pattern, Path: opt.Path, Include: opt.Include, Exclude: opt.Exclude,
+		IgnoreCase: opt.IgnoreCase, MaxResults: opt.MaxResults, All: opt.All,
+	}, &rep); err != nil {
+		return nil, err
+	}
+	return &SearchResult{Matches: rep.Matches, Truncated: rep.Truncated, Files: rep.Files, SkippedBinary: rep.SkippedBinary}, nil
+}
+
+// GlobResult lists paths found by name.
+type GlobResult struct {
+	Paths     []string
+	Truncated bool
+}
+
+// Glob finds files by name under dir ("" = workspace): a pattern without
+// "/" matches base names at any depth ("*.py"); one with "/" matches the
+// relative path, with "**" for any number of directories.
+func (f *Files) Glob(ctx context.Context, pattern, dir string) (*GlobResult, error) {
+	var rep agent.FSGlobReply
+	if err := f.do(ctx, "Files.Glob", "fs.glob", pattern, agent.FSGlobRequest{Pattern: pattern, Path: dir}, &rep); err != nil {
+		return nil, err
+	}
+	return &GlobResult{Paths: rep.Paths, Truncated: rep.Truncated}, nil
+}
+
+// CopyIn extracts a tar stream into dir in the workspace (host ->
+// sandbox). Entries leading outside dir are refused; limits apply.
+func (f *Files) CopyIn(ctx context.Context, dir string, tarStream io.Reader) error {
+	const op = "Files.CopyIn"
+	start := time.Now()
+	err := f.copyIn(ctx, dir, tarStream)
+	f.sb.auditEvent(ctx, op, dir, start, err)
+	return err
+}
+
+func (f *Files) copyIn(ctx context.Context, dir string, tarStream io.Reader) error {
+	const op = "Files.CopyIn"
+	if err := f.sb.check(op); err != nil {
+		return err
+	}
+	call, err := f.sb.client.Start("fs.copyin", agent.FSPathRequest{Path: dir}, agent.Handlers{})
+	if err != nil {
+		return wrapErr(op, err)
+	}
+	go func() {
+		_, _ = io.Copy(call, tarStream)
+		_ = call.CloseInput()
+	}()
+	_, err = call.WaitContext(ctx)
+	return wrapErr(op, err)
+}
+
+// CopyOut writes a tar stream of path (a file or a directory tree) to w
+// (sandbox -> host).
+func (f *Files) CopyOut(ctx context.Context, path string, w io.Writer) error {
+	const op = "Files.CopyOut"
+	start := time.Now()
+	err := f.copyOut(ctx, path, w)
+	f.sb.auditEvent(ctx, op, path, start, err)
+	return err
+}
+
+func (f *Files) copyOut(ctx context.Context, path string, w io.Writer) error {
+	const op = "Files.CopyOut"
+	if err := f.sb.check(op); err != nil {
+		return err
+	}
+	// Data arrives on the client's reader goroutine, which must not block:
+	// hand it to a writer goroutine, crediting the agent only once written.
+	chunks := make(chan []byte, 2*agent.Window/(32<<10))
+	var mu sync.Mutex
+	finished := false
+	call, err := f.sb.client.Start("fs.copyout", agent.FSPathRequest{Path: path}, agent.Handlers{
+		ManualAck: true,
+		OnData: func(_ agent.FrameType, b []byte) {
+			mu.Lock()
+			defer mu.Unlock()
+			if !finished {
+				chunks <- b
+			}
+		},
+	})
+	if err != nil {
+		return wrapErr(op, err)
+	}
+	werrc := make(chan error, 1)
+	go func() {
+		var werr error
+		for b := range chunks {
+			if werr == nil {
+				_, werr = w.Write(b)
+			}
+			call.Ack(len(b))
+		}
+		werrc <- werr
+	}()
+	raw, err := call.WaitContext(ctx)
+	mu.Lock()
+	finished = true
+	close(chunks)
+	mu.Unlock()
+	werr := <-werrc
+	if err != nil {
+		return wrapErr(op, err)
+	}
+	if werr != nil {
+		return newError(CodeInternal, op, "writing the tar stream: %v", werr)
+	}
+	_ = json.RawMessage(raw)
+	return nil
+}

@@ -1,0 +1,387 @@
+// Package local is sandboxkit's default backend: it runs the in-sandbox
+// agent on this machine by re-executing the current binary, inside the
+// strongest isolation the kernel offers.
+//
+// Launch path: the host starts /proc/self/exe with SANDBOXKIT_STAGE=init,
+// the launch configuration on fd 3 (a pipe, not the environment: pitfall 11
+// of ISOLATION.md) and one end of a socketpair on fd 4. The package's init
+// hook (RunStage) catches the stage before main runs. For isolating tiers
+// the init stage builds the boundary and execs the agent stage; for the
+// process tier it serves the agent protocol directly. Everything later —
+// every command, file operation and session — is started by that resident
+// agent, never by a new setup.
+//
+// Tiers: the process tier confines file requests in the agent (os.Root) and
+// applies rlimits to each command, but does not confine what commands do;
+// it is used only when the caller allows it by name. Stronger tiers are
+// provided by the isolation package (sandbox/local/isolate).
+package local
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"runtime"
+	"slices"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/sandboxkit/sandboxkit/sandbox/agent"
+	"github.com/sandboxkit/sandboxkit/sandbox/driver"
+	"golang.org/x/sys/unix"
+)
+
+// launchConfig is what the host hands a stage on fd 3.
+type launchConfig struct {
+	ID       string      `json:"id"`
+	Tier     driver.Tier `json:"tier"`
+	Isolated bool        `json:"isolated"`
+	Iso      isoSpec     `json:"iso,omitempty"`
+}
+
+// Driver starts local sandboxes. The zero value is not usable: call New.
+type Driver struct {
+	exe string
+}
+
+// Option configures a Driver.
+type Option func(*Driver)
+
+// WithExecutable sets the binary re-executed as the sandbox's agent. The
+// default is the running binary (/proc/self/exe), which must import this
+// package (directly or through package sandbox) so its init hook runs.
+func WithExecutable(path string) Option { return func(d *Driver) { d.exe = path } }
+
+// New returns the local backend.
+func New(opts ...Option) *Driver {
+	d := &Driver{exe: "/proc/self/exe"}
+	for _, o := range opts {
+		o(d)
+	}
+	return d
+}
+
+// Name returns "local".
+func (d *Driver) Name() string { return "local" }
+
+// Start creates a sandbox on this machine at the best tier available that
+// the caller accepts.
+func (d *Driver) Start(ctx context.Context, cfg driver.Config) (driver.Instance, error) {
+	tier, iso, err := chooseTier(cfg)
+	if err != nil {
+		return nil, err
+	}
+	ws := cfg.Workspace
+	temp := false
+	if ws == "" {
+		ws, err = os.MkdirTemp("", "sandboxkit-ws-")
+		if err != nil {
+			return nil, driver.Errorf("BACKEND", err, "cannot create a temporary workspace")
+		}
+		temp = true
+	} else {
+		fi, err := os.Stat(ws)
+		if err != nil || !fi.IsDir() {
+			return nil, driver.Errorf("INVALID_ARGUMENT", err, fmt.Sprintf("workspace %q is not an existing directory", ws))
+		}
+	}
+	inst, err := d.launch(ctx, cfg, tier, iso, ws)
+	if err != nil {
+		if temp {
+			os.RemoveAll(ws)
+		}
+		return nil, err
+	}
+	inst.tempWorkspace = temp
+	return inst, nil
+}
+
+// chooseTier picks the strongest tier this machine provides and checks it
+// against what the caller accepts.
+func chooseTier(cfg driver.Config) (driver.Tier, *isoHost, error) {
+	best, iso, why := bestTier(cfg)
+	allowed := func(t driver.Tier) bool {
+		return t >= driver.TierNamespace || slices.Contains(cfg.AllowWeaker, t)
+	}
+	for _, t := range []driver.Tier{best, driver.TierLandlock, driver.TierProcess} {
+		if t > best || !allowed(t) {
+			continue
+		}
+		if t < cfg.MinTier {
+			break
+		}
+		if t != best {
+			iso = nil
+			if t == driver.TierLandlock {
+				var err error
+				iso, err = prepareIsolation(cfg, t)
+				if err != nil {
+					continue
+				}
+			}
+		}
+		return t, iso, nil
+	}
+	msg := fmt.Sprintf("the local backend cannot provide the isolation asked for (minimum %s): the best this machine offers is %s", cfg.MinTier, best)
+	if why != "" {
+		msg += " (" + why + ")"
+	}
+	if best < driver.TierNamespace && !slices.Contains(cfg.AllowWeaker, best) {
+		msg += fmt.Sprintf("; to accept it, allow the %q tier by name (sandbox.AllowWeaker)", best)
+	}
+	msg += "; run `sandboxkit doctor` to see what is missing"
+	return 0, nil, driver.Errorf("ISOLATION_UNAVAILABLE", nil, msg)
+}
+
+// instance is one running local sandbox.
+type instance struct {
+	cfg           driver.Config
+	tier          driver.Tier
+	iso           *isoHost
+	cmd           *exec.Cmd
+	conn          *os.File
+	pid           int
+	workspace     string
+	tempWorkspace bool
+	done          chan struct{}
+	waitErr       error
+	closeOnce     sync.Once
+	closeErr      error
+	paused        bool
+	mu            sync.Mutex
+}
+
+func (d *Driver) launch(ctx context.Context, cfg driver.Config, tier driver.Tier, iso *isoHost, ws string) (*instance, error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, driver.Errorf("BACKEND", err, "cannot create the agent's socketpair")
+	}
+	// Non-blocking, so that the runtime poller can interrupt a pending
+	// read when the sandbox closes.
+	if err := unix.SetNonblock(fds[0], true); err != nil {
+		unix.Close(fds[0])
+		unix.Close(fds[1])
+		return nil, driver.Errorf("BACKEND", err, "cannot set up the agent's socketpair")
+	}
+	hostEnd := os.NewFile(uintptr(fds[0]), "sandboxkit-agent")
+	childEnd := os.NewFile(uintptr(fds[1]), "sandboxkit-agent-child")
+	defer childEnd.Close()
+	cfgR, cfgW, err := os.Pipe()
+	if err != nil {
+		hostEnd.Close()
+		return nil, driver.Errorf("BACKEND", err, "cannot create the config pipe")
+	}
+	defer cfgR.Close()
+	lc := launchConfig{ID: cfg.ID, Tier: tier}
+	attr := &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+	if iso != nil {
+		lc.Isolated = true
+		lc.Iso = iso.spec(ws)
+		attr = iso.sysProcAttr()
+	}
+	cmd := &exec.Cmd{
+		Path:        d.exe,
+		Args:        []string{"sandboxkit-agent", cfg.ID},
+		Env:         []string{stageEnv + "=init"},
+		ExtraFiles:  []*os.File{cfgR, childEnd},
+		SysProcAttr: attr,
+		Stderr:      os.Stderr,
+	}
+	if err := startLocked(cmd); err != nil {
+		hostEnd.Close()
+		cfgW.Close()
+		if iso != nil {
+			iso.cleanup()
+		}
+		return nil, driver.Errorf("BACKEND", err, "cannot start the sandbox agent (re-exec of "+d.exe+")")
+	}
+	inst := &instance{cfg: cfg, tier: tier, iso: iso, cmd: cmd, conn: hostEnd, pid: cmd.Process.Pid, workspace: ws, done: make(chan struct{})}
+	go func() {
+		inst.waitErr = cmd.Wait()
+		close(inst.done)
+	}()
+	if iso != nil {
+		if err := iso.started(inst.pid); err != nil {
+			cfgW.Close()
+			inst.Close(ctx)
+			return nil, driver.Errorf("ISOLATION_UNAVAILABLE", err, "cannot place the sandbox under its resource limits")
+		}
+	}
+	b, _ := json.Marshal(lc)
+	_, werr := cfgW.Write(b)
+	cfgW.Close()
+	if werr != nil {
+		inst.Close(ctx)
+		return nil, driver.Errorf("BACKEND", werr, "cannot send the launch configuration to the agent")
+	}
+	return inst, nil
+}
+
+// The sandbox's first process must be started from a long-lived, locked
+// OS thread: Pdeathsig fires when the *thread* that started the child
+// exits (ISOLATION.md pitfall 8), and Go retires threads freely.
+var launcher struct {
+	once sync.Once
+	reqs chan launchReq
+}
+
+type launchReq struct {
+	cmd  *exec.Cmd
+	done chan error
+}
+
+func startLocked(cmd *exec.Cmd) error {
+	launcher.once.Do(func() {
+		launcher.reqs = make(chan launchReq)
+		go func() {
+			runtime.LockOSThread() // never unlocked: this thread lives as long as the process
+			for r := range launcher.reqs {
+				r.done <- r.cmd.Start()
+			}
+		}()
+	})
+	done := make(chan error, 1)
+	launcher.reqs <- launchReq{cmd: cmd, done: done}
+	return <-done
+}
+
+func (i *instance) Conn() io.ReadWriteCloser { return i.conn }
+
+func (i *instance) Done() <-chan struct{} { return i.done }
+
+func (i *instance) Isolation() driver.Isolation {
+	if i.iso != nil {
+		return i.iso.report(i.workspace)
+	}
+	return processIsolation(i.cfg, i.workspace)
+}
+
+// processIsolation reports the process tier honestly: what it does and,
+// above all, what it does not.
+func processIsolation(cfg driver.Config, ws string) driver.Isolation {
+	lim := cfg.Limits
+	ctl := func(name string, on bool, how string) driver.Control {
+		return driver.Control{Name: name, Enforced: on, Mechanism: how}
+	}
+	controls := []driver.Control{
+		ctl("network", false, "not enforced: the process tier shares the host's network"),
+		ctl("filesystem", false, "file API confined to the workspace by os.Root in the agent; commands are NOT confined and can read and write anything the host user can"),
+		ctl("environment", true, "minimal environment; the host's variables are not passed"),
+		ctl("processes_visible", false, "host processes are visible and signalable"),
+		ctl("cpu", lim.CPUSeconds > 0, rlimitHow(lim.CPUSeconds > 0, "RLIMIT_CPU per process")),
+		// RLIMIT_AS breaks runtimes that reserve address space (Go, JVM,
+		// V8), so it is the fallback only for a memory limit set by name.
+		ctl("memory", cfg.Explicit.MemoryBytes > 0, rlimitHow(cfg.Explicit.MemoryBytes > 0, "RLIMIT_AS per process (fallback: breaks runtimes that reserve address space)")),
+		ctl("pids", false, "not enforced in the process tier"),
+		ctl("file_size", lim.FileSizeBytes > 0, rlimitHow(lim.FileSizeBytes > 0, "RLIMIT_FSIZE per process and the agent's file API")),
+		ctl("disk", lim.DiskBytes > 0, rlimitHow(lim.DiskBytes > 0, "agent file API only; commands are not limited")),
+		ctl("timeout", true, "agent kills the process tree at the deadline"),
+	}
+	if cfg.Network {
+		controls[0].Mechanism = "network allowed: the host's network is shared"
+	}
+	return driver.Isolation{
+		Tier:          driver.TierProcess,
+		Controls:      controls,
+		Gaps:          []string{"commands can read and write outside the workspace", "no network isolation", "host processes visible", "no pids or memory cgroup"},
+		WorkspacePath: ws,
+		HostWorkspace: ws,
+		Extra:         map[string]string{"agent_pid": fmt.Sprint(os.Getpid())},
+	}
+}
+
+func rlimitHow(on bool, how string) string {
+	if on {
+		return how
+	}
+	return "no limit set"
+}
+
+func (i *instance) Pause(ctx context.Context) error {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if i.iso != nil {
+		if err := i.iso.freeze(); err == nil {
+			i.paused = true
+			return nil
+		} else if !errors.Is(err, errNoFreezer) {
+			return err
+		}
+	}
+	for _, pid := range agent.Descendants(i.pid) {
+		_ = syscall.Kill(pid, syscall.SIGSTOP)
+	}
+	i.paused = true
+	return nil
+}
+
+func (i *instance) Resume(ctx context.Context) error {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if i.iso != nil {
+		if err := i.iso.thaw(); err == nil {
+			i.paused = false
+			return nil
+		} else if !errors.Is(err, errNoFreezer) {
+			return err
+		}
+	}
+	for _, pid := range agent.Descendants(i.pid) {
+		_ = syscall.Kill(pid, syscall.SIGCONT)
+	}
+	i.paused = false
+	return nil
+}
+
+// Close ends the agent (which kills everything it started), makes sure of
+// it, and removes a temporary workspace.
+func (i *instance) Close(ctx context.Context) error {
+	i.closeOnce.Do(func() {
+		i.mu.Lock()
+		if i.paused {
+			i.mu.Unlock()
+			_ = i.Resume(ctx)
+		} else {
+			i.mu.Unlock()
+		}
+		i.conn.Close()
+		select {
+		case <-i.done:
+		case <-time.After(3 * time.Second):
+		}
+		// Whatever the agent left behind (or all of it, if the agent was
+		// stuck) is killed from here.
+		if i.iso != nil {
+			i.iso.killAll()
+		}
+		for range 20 {
+			ds := agent.Descendants(i.pid)
+			if len(ds) == 0 {
+				break
+			}
+			for _, pid := range ds {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		_ = i.cmd.Process.Kill()
+		<-i.done
+		if i.iso != nil {
+			i.iso.cleanup()
+		}
+		if i.tempWorkspace {
+			if err := os.RemoveAll(i.workspace); err != nil {
+				i.closeErr = err
+			}
+		}
+	})
+	return i.closeErr
+}
+
+var _ = net.Pipe

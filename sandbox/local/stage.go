@@ -1,0 +1,106 @@
+package local
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"syscall"
+
+	"github.com/sandboxkit/sandboxkit/sandbox/agent"
+)
+
+// stageEnv marks a re-executed copy of the current binary as one of the
+// sandbox's own stages. It is the only variable such a process receives
+// from the host; the commands the agent starts never see it.
+const stageEnv = "SANDBOXKIT_STAGE"
+
+// File descriptors handed to a stage process.
+const (
+	fdConfig = 3 // a pipe carrying the launch configuration (JSON), then EOF
+	fdStream = 4 // the agent's stream (one end of a socketpair)
+)
+
+func init() {
+	// This hook must run before anything else of the program does I/O:
+	// this package does no I/O in init, and neither may its dependencies
+	// (ISOLATION.md pitfall 10). Binaries and TestMain functions can call
+	// RunStage explicitly as well.
+	RunStage()
+}
+
+// RunStage turns the process into a sandbox stage (the isolation setup or
+// the in-sandbox agent) when it was started as one, and never returns in
+// that case. In any other process it returns at once. It runs from this
+// package's init function; call it first thing in main or TestMain too if
+// your program does work in init functions of packages imported before
+// this one.
+func RunStage() {
+	stage := os.Getenv(stageEnv)
+	if stage == "" {
+		return
+	}
+	// Setup steps are per-thread (namespaces, credentials, Landlock,
+	// seccomp): keep them on the main thread that will exec the agent.
+	runtime.LockOSThread()
+	code := runStage(stage)
+	os.Exit(code)
+}
+
+func runStage(stage string) int {
+	cfgFile := os.NewFile(fdConfig, "sandboxkit-config")
+	conn := os.NewFile(fdStream, "sandboxkit-stream")
+	if cfgFile == nil || conn == nil {
+		fmt.Fprintln(os.Stderr, "sandboxkit: stage started without its file descriptors")
+		return 2
+	}
+	raw, err := io.ReadAll(cfgFile)
+	cfgFile.Close()
+	if err != nil {
+		return failStage(conn, "reading the launch configuration", err)
+	}
+	var cfg launchConfig
+	if err := json.Unmarshal(raw, &cfg); err != nil {
+		return failStage(conn, "decoding the launch configuration", err)
+	}
+	switch stage {
+	case "init":
+		if cfg.Isolated {
+			if err := enterIsolation(cfg, raw); err != nil {
+				return failStage(conn, "setting up isolation", err)
+			}
+			// enterIsolation execs the agent stage and does not return on success.
+			return 1
+		}
+	case "agent":
+		if err := completeIsolation(cfg); err != nil {
+			return failStage(conn, "completing isolation", err)
+		}
+	default:
+		return failStage(conn, "starting", fmt.Errorf("unknown stage %q", stage))
+	}
+	// Nothing of the host's environment is needed from here on.
+	os.Clearenv()
+	err = agent.Serve(conn, agent.ServeOptions{Logf: func(format string, args ...any) {
+		fmt.Fprintf(os.Stderr, "sandboxkit agent: "+format+"\n", args...)
+	}})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "sandboxkit agent: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// failStage answers the host's handshake with an error it can report, so
+// that sandbox creation fails with the reason instead of a closed stream.
+func failStage(conn *os.File, what string, err error) int {
+	msg, _ := json.Marshal(agent.Reply{Error: &agent.WireError{Code: "ISOLATION_UNAVAILABLE", Message: fmt.Sprintf("sandbox %s failed: %v", what, err)}})
+	// Consume the hello frame first so the host is not blocked writing it.
+	_, _ = agent.ReadFrame(conn)
+	_ = agent.WriteFrame(conn, 0, agent.FrameHelloOK, msg)
+	conn.Close()
+	return 1
+}
+
+var _ = syscall.Getpid

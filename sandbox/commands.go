@@ -11,6 +11,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/sandboxkit/sandboxkit/sandbox/agent"
 )
@@ -78,6 +79,18 @@ type Result struct {
 type Commands struct{ sb *Sandbox }
 
 func argv(op string, cmd Command) ([]string, error) {
+	// The protocol is JSON, which would silently turn invalid UTF-8 into
+	// U+FFFD: the command would run with other bytes than the caller gave.
+	for _, s := range append([]string{cmd.Shell, cmd.Dir}, cmd.Args...) {
+		if !utf8.ValidString(s) {
+			return nil, newError(CodeInvalidArgument, op, "%q is not valid UTF-8: commands, arguments and dirs must be text (write such bytes from a script instead)", s)
+		}
+	}
+	for k, v := range cmd.Env {
+		if !utf8.ValidString(k) || !utf8.ValidString(v) {
+			return nil, newError(CodeInvalidArgument, op, "environment variable %q is not valid UTF-8", k)
+		}
+	}
 	switch {
 	case len(cmd.Args) > 0 && cmd.Shell != "":
 		return nil, newError(CodeInvalidArgument, op, "set either Args or Shell, not both")

@@ -10,7 +10,7 @@ import (
 	"github.com/sandboxkit/sandboxkit/sandbox/driver"
 )
 
-//go:generate go run ./internal/gendocs -out ../docs/errors.md
+//go:generate go test -run TestErrorDocs -update .
 
 // Code is a stable error code. Codes never change meaning; new ones may be
 // added. docs/errors.md lists them all (generated from codeTable).
@@ -75,6 +75,22 @@ var codeTable = []struct {
 	{CodeIsolationUnavailable, "The backend cannot provide the isolation tier or a control that was asked for.", "Run `sandboxkit doctor`; allow a weaker tier by name, or use another backend."},
 	{CodeBackend, "The backend failed (Docker engine down, image missing, no resources).", "Read the message; fix the engine or the image."},
 	{CodeInternal, "A bug in sandboxkit.", "Report it with the message."},
+}
+
+// CodeInfo documents one error code.
+type CodeInfo struct {
+	Code    Code
+	Meaning string
+	Action  string // what a caller or model can do about it
+}
+
+// ErrorCodes lists every error code with its meaning, in a stable order.
+func ErrorCodes() []CodeInfo {
+	out := make([]CodeInfo, len(codeTable))
+	for i, c := range codeTable {
+		out[i] = CodeInfo{Code: c.Code, Meaning: c.Meaning, Action: c.Action}
+	}
+	return out
 }
 
 // Error is every error this package returns for a failed operation.

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/sandboxkit/sandboxkit/sandbox/agent"
 )
@@ -108,6 +109,9 @@ type Match = agent.Match
 func (f *Files) do(ctx context.Context, op, agentOp, sum string, args, out any) error {
 	start := time.Now()
 	err := f.sb.check(op)
+	if err == nil {
+		err = checkPaths(op, requestPaths(args)...)
+	}
 	if err == nil {
 		err = wrapErr(op, f.sb.client.Do(ctx, agentOp, args, out))
 	}
@@ -267,6 +271,9 @@ func (f *Files) copyIn(ctx context.Context, dir string, tarStream io.Reader) err
 	if err := f.sb.check(op); err != nil {
 		return err
 	}
+	if err := checkPaths(op, dir); err != nil {
+		return err
+	}
 	call, err := f.sb.client.Start("fs.copyin", agent.FSPathRequest{Path: dir}, agent.Handlers{})
 	if err != nil {
 		return wrapErr(op, err)
@@ -292,6 +299,9 @@ func (f *Files) CopyOut(ctx context.Context, path string, w io.Writer) error {
 func (f *Files) copyOut(ctx context.Context, path string, w io.Writer) error {
 	const op = "Files.CopyOut"
 	if err := f.sb.check(op); err != nil {
+		return err
+	}
+	if err := checkPaths(op, path); err != nil {
 		return err
 	}
 	// Data arrives on the client's reader goroutine, which must not block:
@@ -336,5 +346,42 @@ func (f *Files) copyOut(ctx context.Context, path string, w io.Writer) error {
 		return newError(CodeInternal, op, "writing the tar stream: %v", werr)
 	}
 	_ = json.RawMessage(raw)
+	return nil
+}
+
+// requestPaths returns the paths a file request names.
+func requestPaths(args any) []string {
+	switch a := args.(type) {
+	case agent.FSReadRequest:
+		return []string{a.Path}
+	case agent.FSWriteRequest:
+		return []string{a.Path}
+	case agent.FSEditRequest:
+		return []string{a.Path}
+	case agent.FSPathRequest:
+		return []string{a.Path}
+	case agent.FSListRequest:
+		return []string{a.Path}
+	case agent.FSMoveRequest:
+		return []string{a.From, a.To}
+	case agent.FSChmodRequest:
+		return []string{a.Path}
+	case agent.FSSearchRequest:
+		return []string{a.Path}
+	case agent.FSGlobRequest:
+		return []string{a.Path}
+	}
+	return nil
+}
+
+// checkPaths refuses paths that are not valid UTF-8 before they reach the
+// JSON protocol, which would replace the bad bytes with U+FFFD and so name
+// a different file than the caller meant.
+func checkPaths(op string, paths ...string) error {
+	for _, p := range paths {
+		if !utf8.ValidString(p) {
+			return newError(CodeInvalidArgument, op, "path %q is not valid UTF-8: name files with text, or rename the file from a command", p)
+		}
+	}
 	return nil
 }

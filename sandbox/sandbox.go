@@ -186,6 +186,10 @@ type Sandbox struct {
 	Commands *Commands
 	// Files reads, writes and searches the workspace.
 	Files *Files
+	// Shells opens live bash sessions that keep state between calls.
+	Shells *Shells
+	// Python runs code in persistent Python contexts (notebook semantics).
+	Python *Python
 
 	id      string
 	cfg     config

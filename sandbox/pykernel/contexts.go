@@ -1,0 +1,253 @@
+package pykernel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+)
+
+// DefaultContext is the name of the context that Run uses when given no
+// name; it is created on first use.
+const DefaultContext = "default"
+
+// Errors of Contexts; match them with errors.Is.
+var (
+	// ErrNoContext means no context has that name.
+	ErrNoContext = errors.New("pykernel: no such context")
+	// ErrContextExists means Create was given a name already in use.
+	ErrContextExists = errors.New("pykernel: context already exists")
+	// ErrTooManyContexts means the limit of live contexts is reached.
+	ErrTooManyContexts = errors.New("pykernel: too many contexts")
+	// ErrBadName means a context name is empty, too long or has characters
+	// other than letters, digits, '_', '-' and '.'.
+	ErrBadName = errors.New("pykernel: bad context name")
+)
+
+// Contexts is the set of named Python contexts of one sandbox, each a Kernel
+// (one driver process). It is safe for concurrent use; runs in different
+// contexts proceed in parallel.
+type Contexts struct {
+	start Starter
+	opts  Options
+	limit int
+
+	mu     sync.Mutex
+	m      map[string]*entry
+	closed bool
+}
+
+// entry is a context, possibly still starting.
+type entry struct {
+	ready chan struct{} // closed when k or err is set
+	k     *Kernel
+	err   error
+}
+
+// NewContexts returns an empty set whose contexts are started with start and
+// opts. limit bounds the live contexts (each is a process); <= 0 means 8.
+func NewContexts(start Starter, opts Options, limit int) *Contexts {
+	if limit <= 0 {
+		limit = 8
+	}
+	return &Contexts{start: start, opts: opts, limit: limit, m: map[string]*entry{}}
+}
+
+func validName(name string) error {
+	if name == "" || len(name) > 64 {
+		return fmt.Errorf("%w: %q: want 1 to 64 characters", ErrBadName, name)
+	}
+	for _, r := range name {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-' || r == '.') {
+			return fmt.Errorf("%w: %q: use letters, digits, '_', '-' and '.'", ErrBadName, name)
+		}
+	}
+	return nil
+}
+
+// Create starts a new context named name.
+func (c *Contexts) Create(ctx context.Context, name string) error {
+	_, err := c.open(ctx, name, false)
+	return err
+}
+
+// open returns the context, starting it if it does not exist and mayExist
+// (get-or-create) or failing with ErrContextExists if it does and !mayExist.
+func (c *Contexts) open(ctx context.Context, name string, mayExist bool) (*Kernel, error) {
+	if err := validName(name); err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil, ErrClosed
+	}
+	e, ok := c.m[name]
+	if ok && !mayExist {
+		c.mu.Unlock()
+		return nil, fmt.Errorf("%w: %q", ErrContextExists, name)
+	}
+	if !ok {
+		if len(c.m) >= c.limit {
+			c.mu.Unlock()
+			return nil, fmt.Errorf("%w: %d are running; remove one first", ErrTooManyContexts, c.limit)
+		}
+		e = &entry{ready: make(chan struct{})}
+		c.m[name] = e
+		c.mu.Unlock()
+		e.k, e.err = Start(ctx, c.start, c.opts)
+		c.mu.Lock()
+		if e.err != nil && c.m[name] == e {
+			delete(c.m, name) // a failed start leaves no context behind
+		}
+		if e.err == nil && c.closed {
+			_ = e.k.Close()
+			e.k, e.err = nil, ErrClosed
+		}
+		close(e.ready)
+		c.mu.Unlock()
+		return e.k, e.err
+	}
+	c.mu.Unlock()
+	select {
+	case <-e.ready:
+		return e.k, e.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// get returns an existing context; name "" means DefaultContext, which is
+// created on first use.
+func (c *Contexts) get(ctx context.Context, name string) (*Kernel, error) {
+	if name == "" || name == DefaultContext {
+		return c.open(ctx, DefaultContext, true)
+	}
+	return c.lookup(ctx, name)
+}
+
+// lookup returns an existing context and never creates one.
+func (c *Contexts) lookup(ctx context.Context, name string) (*Kernel, error) {
+	if err := validName(name); err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	e, ok := c.m[name]
+	closed := c.closed
+	c.mu.Unlock()
+	if closed {
+		return nil, ErrClosed
+	}
+	if !ok {
+		return nil, fmt.Errorf("%w: %q (create it first)", ErrNoContext, name)
+	}
+	select {
+	case <-e.ready:
+		if e.err != nil {
+			return nil, fmt.Errorf("%w: %q", ErrNoContext, name)
+		}
+		return e.k, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// Run runs code in the named context ("" is the default context). If the
+// context's process had died in an earlier run, it is restarted first and the
+// Execution has StateLost set.
+func (c *Contexts) Run(ctx context.Context, name, code string, ro RunOptions) (*Execution, error) {
+	k, err := c.get(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	ex, err := k.Run(ctx, code, ro)
+	if ex == nil && errors.Is(err, ErrDied) {
+		if rerr := k.Restart(ctx); rerr != nil {
+			return nil, rerr
+		}
+		ex, err = k.Run(ctx, code, ro)
+		if ex != nil {
+			ex.StateLost = true
+		}
+	}
+	return ex, err
+}
+
+// Kernel returns the named context's Kernel ("" is the default context,
+// created on first use).
+func (c *Contexts) Kernel(ctx context.Context, name string) (*Kernel, error) {
+	return c.get(ctx, name)
+}
+
+// ContextInfo describes one context for List.
+type ContextInfo struct {
+	Name string
+	// ExecutionCount is the count of its last run.
+	ExecutionCount int
+	// Python describes its interpreter process.
+	Python Info
+}
+
+// List describes the contexts that are running, sorted by name.
+func (c *Contexts) List() []ContextInfo {
+	c.mu.Lock()
+	var out []ContextInfo
+	for name, e := range c.m {
+		select {
+		case <-e.ready:
+			if e.err == nil {
+				out = append(out, ContextInfo{Name: name, ExecutionCount: e.k.ExecutionCount(), Python: e.k.Info()})
+			}
+		default: // still starting
+		}
+	}
+	c.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// Restart restarts the named context: its state is lost.
+func (c *Contexts) Restart(ctx context.Context, name string) error {
+	k, err := c.get(ctx, name)
+	if err != nil {
+		return err
+	}
+	return k.Restart(ctx)
+}
+
+// Remove stops the named context and forgets it.
+func (c *Contexts) Remove(ctx context.Context, name string) error {
+	if name == "" {
+		name = DefaultContext
+	}
+	k, err := c.lookup(ctx, name)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	if e := c.m[name]; e != nil && e.k == k {
+		delete(c.m, name)
+	}
+	c.mu.Unlock()
+	return k.Close()
+}
+
+// Close stops every context. Later calls fail with ErrClosed.
+func (c *Contexts) Close() error {
+	c.mu.Lock()
+	c.closed = true
+	entries := c.m
+	c.m = map[string]*entry{}
+	c.mu.Unlock()
+	for _, e := range entries {
+		select {
+		case <-e.ready:
+			if e.k != nil {
+				_ = e.k.Close()
+			}
+		default: // a starting context closes itself when its start ends
+		}
+	}
+	return nil
+}

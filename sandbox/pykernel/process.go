@@ -1,0 +1,152 @@
+package pykernel
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+)
+
+// Pseudo message kinds made by the reader for lines that are not messages.
+const (
+	kindJunk    = "junk"     // a line that is not a driver message
+	kindTooLong = "too-long" // a line over the line cap, skipped
+)
+
+// msgQueue is how many decoded messages may wait for Run; with the line cap
+// it bounds the memory a driver can make the Go side hold.
+const msgQueue = 8
+
+// process is one running driver: the Proc, and the goroutine that decodes
+// its stdout into msgs.
+type process struct {
+	proc       Proc
+	msgs       chan message // closed when stdout ends
+	stop       chan struct{}
+	readerDone chan struct{}
+	writers    sync.WaitGroup
+
+	stopOnce sync.Once
+	waitOnce sync.Once
+	code     int
+	waitErr  error
+}
+
+// startProcess starts the interpreter, sends it the driver and waits for the
+// driver's ready message.
+func startProcess(ctx context.Context, start Starter, opts Options) (*process, Info, error) {
+	ctx, cancel := context.WithTimeout(ctx, opts.StartTimeout)
+	defer cancel()
+	argv := []string{opts.Python, "-u", "-c", bootstrap}
+	env := opts.Env
+	if env == nil {
+		env = []string{} // explicitly empty: a Starter must never read nil as "inherit"
+	}
+	proc, err := start(ctx, argv, env, opts.Dir)
+	if err != nil {
+		return nil, Info{}, fmt.Errorf("%w: %s: %v", ErrStart, opts.Python, err)
+	}
+	p := &process{
+		proc:       proc,
+		msgs:       make(chan message, msgQueue),
+		stop:       make(chan struct{}),
+		readerDone: make(chan struct{}),
+	}
+	go p.read(opts.lineCap())
+	werr := p.write([]byte(fmt.Sprintf("%08d", len(driverSource)) + driverSource))
+	var junk []string
+	fail := func(format string, args ...any) (*process, Info, error) {
+		p.teardown()
+		code, _ := p.wait()
+		msg := fmt.Sprintf(format, args...)
+		if len(junk) > 0 {
+			msg += "; it printed: " + strings.Join(junk, "\n")
+		}
+		return nil, Info{}, fmt.Errorf("%w: %s (exit code %d)", ErrStart, msg, code)
+	}
+	for {
+		select {
+		case m, ok := <-p.msgs:
+			if !ok {
+				return fail("%s exited before the kernel driver was ready", opts.Python)
+			}
+			switch m.kind {
+			case msgReady:
+				return p, Info{PID: m.ready.pid, Version: m.ready.version, Executable: m.ready.executable}, nil
+			case msgFatal:
+				return fail("%s", m.note)
+			case kindJunk:
+				if len(junk) < 40 {
+					junk = append(junk, m.note)
+				}
+			}
+		case err := <-werr:
+			werr = nil
+			if err != nil {
+				return fail("sending the driver: %v", err)
+			}
+		case <-ctx.Done():
+			return fail("%s did not start the driver: %v", opts.Python, ctx.Err())
+		}
+	}
+}
+
+// read decodes stdout until it ends or the process is torn down.
+func (p *process) read(lineCap int) {
+	defer close(p.readerDone)
+	defer close(p.msgs)
+	lr := newLineReader(p.proc.Stdout(), lineCap)
+	for {
+		line, err := lr.next()
+		var m message
+		switch {
+		case err == errLineTooLong:
+			m = message{kind: kindTooLong}
+		case err != nil:
+			return
+		default:
+			var derr error
+			m, derr = decodeMessage(line)
+			if derr != nil {
+				note := line
+				if len(note) > 2000 {
+					note = note[:2000]
+				}
+				m = message{kind: kindJunk, note: strings.ToValidUTF8(string(note), "?")}
+			}
+		}
+		select {
+		case p.msgs <- m:
+		case <-p.stop:
+			return
+		}
+	}
+}
+
+// write sends data to the driver's stdin without blocking the caller; the
+// returned channel yields the write's error.
+func (p *process) write(data []byte) <-chan error {
+	errc := make(chan error, 1)
+	p.writers.Add(1)
+	go func() {
+		defer p.writers.Done()
+		_, err := p.proc.Stdin().Write(data)
+		errc <- err
+	}()
+	return errc
+}
+
+// teardown kills the process and waits until none of its goroutines is left.
+// It is idempotent and safe to call concurrently.
+func (p *process) teardown() {
+	p.stopOnce.Do(func() { close(p.stop) })
+	_ = p.proc.Kill()
+	_, _ = p.wait()
+	<-p.readerDone
+	p.writers.Wait()
+}
+
+func (p *process) wait() (int, error) {
+	p.waitOnce.Do(func() { p.code, p.waitErr = p.proc.Wait() })
+	return p.code, p.waitErr
+}

@@ -17,11 +17,11 @@ import (
 type agentProc struct {
 	call *agent.Call
 
-	mu     sync.Mutex
-	cond   *sync.Cond
-	queue  [][]byte // stdout chunks not yet read; bounded by the agent's window
-	errBuf  []byte // the last bytes of stderr, for diagnostics
-	unacked int    // stderr bytes not yet credited back
+	mu      sync.Mutex
+	cond    *sync.Cond
+	queue   [][]byte // stdout chunks not yet read; bounded by the agent's window
+	errBuf  []byte   // the last bytes of stderr, for diagnostics
+	unacked int      // stderr bytes not yet credited back
 	ended   bool
 }
 

@@ -251,11 +251,23 @@ func New(ctx context.Context, opts ...Option) (*Sandbox, error) {
 		return nil, wrapErr("New", err)
 	}
 	iso := inst.Isolation()
+	// Two controls are applied by this layer and the agent on every
+	// backend; report them alongside the backend's own.
+	iso.Controls = addControl(iso.Controls, Control{Name: "environment", Enforced: true, Mechanism: "minimal environment (PATH, HOME, LANG, TERM and the caller's variables); the host's environment is never passed"})
+	iso.Controls = addControl(iso.Controls, Control{Name: "timeout", Enforced: true, Mechanism: fmt.Sprintf("the agent kills the process tree at each call's deadline (default %s, max %s)", c.limits.Timeout, c.limits.MaxTimeout)})
 	if err := checkExplicit(c, iso); err != nil {
 		inst.Close(context.Background())
 		return nil, err
 	}
-	env := baseEnv(iso.WorkspacePath, c.env)
+	extra := c.env
+	if t := iso.Extra["tmpdir"]; t != "" && t != "/tmp" {
+		// The landlock tier's private temporary directory.
+		extra = map[string]string{"TMPDIR": t}
+		for k, v := range c.env {
+			extra[k] = v
+		}
+	}
+	env := baseEnv(iso.WorkspacePath, extra)
 	hello := agent.Hello{
 		Workspace:     iso.WorkspacePath,
 		Env:           env,
@@ -282,6 +294,15 @@ func New(ctx context.Context, opts ...Option) (*Sandbox, error) {
 	})
 	sb.auditEvent(ctx, "Sandbox.New", fmt.Sprintf("backend=%s tier=%s", c.driver.Name(), iso.Tier), start, nil)
 	return sb, nil
+}
+
+func addControl(cs []Control, c Control) []Control {
+	for _, x := range cs {
+		if x.Name == c.Name {
+			return cs
+		}
+	}
+	return append(slices.Clone(cs), c)
 }
 
 func mergeLimits(def, set Limits) Limits {

@@ -13,7 +13,8 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	// The local backend's launcher thread lives as long as the process by design.
+	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/sandboxkit/sandboxkit/sandbox/local.startLocked.func1.1"))
 }
 
 type repeatIn struct {

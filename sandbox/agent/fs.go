@@ -564,6 +564,12 @@ func (w *workspace) write(a FSWriteRequest) (any, *WireError) {
 	}
 	if err != nil {
 		_ = w.root.Remove(tmp)
+		var errno syscall.Errno
+		if exists && errors.As(err, &errno) && (errno == syscall.ENOSPC || errno == syscall.EDQUOT) {
+			// Near a hard quota the old and new copies do not fit side
+			// by side; the quota check above passed, so rewrite in place.
+			return w.writeThrough(a, rel, oldSize, mode)
+		}
 		return nil, fsError(a.Path, err)
 	}
 	return Entry{Path: rel, Type: "file", Size: newSize, Mode: uint32(mode)}, nil

@@ -5,34 +5,76 @@ import (
 	"syscall"
 
 	"github.com/sandboxkit/sandboxkit/sandbox/driver"
+	"github.com/sandboxkit/sandboxkit/sandbox/local/isolate"
 )
 
 // errNoFreezer says the tier has no freezer; Pause falls back to SIGSTOP.
 var errNoFreezer = errors.New("no freezer")
 
-// isoSpec is the isolation part of the launch configuration.
-type isoSpec struct{}
+// isoSpec is the isolation part of the launch configuration: the plan
+// that Prepare decided, which Enter applies.
+type isoSpec = isolate.Spec
 
 // isoHost is the host side of an isolating tier.
-type isoHost struct{}
+type isoHost struct {
+	h *isolate.Handle
+}
 
+// bestTier probes the machine (once per process) and prepares the
+// strongest tier it can build; why explains a weaker result.
 func bestTier(cfg driver.Config) (driver.Tier, *isoHost, string) {
-	return driver.TierProcess, nil, "kernel isolation (namespace and landlock tiers) is not available in this build"
+	caps := isolate.Probe()
+	var why string
+	for _, t := range []driver.Tier{driver.TierNamespace, driver.TierLandlock} {
+		if err := caps.Can(t); err != nil {
+			if why == "" {
+				why = err.Error()
+			}
+			continue
+		}
+		h, err := prepareIsolation(cfg, t)
+		if err != nil {
+			if why == "" {
+				why = err.Error()
+			}
+			continue
+		}
+		return t, h, why
+	}
+	return driver.TierProcess, nil, why
 }
 
 func prepareIsolation(cfg driver.Config, t driver.Tier) (*isoHost, error) {
-	return nil, errors.New("not available")
+	ws := cfg.Workspace
+	h, err := isolate.Prepare(isolate.Spec{
+		Tier:          t,
+		ID:            cfg.ID,
+		HostWorkspace: ws,
+		Network:       cfg.Network,
+		Limits:        cfg.Limits,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &isoHost{h: h}, nil
 }
 
-func (h *isoHost) spec(ws string) isoSpec { return isoSpec{} }
-func (h *isoHost) sysProcAttr() *syscall.SysProcAttr {
-	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+func (i *isoHost) spec(ws string) isoSpec            { return i.h.Spec() }
+func (i *isoHost) sysProcAttr() *syscall.SysProcAttr { return i.h.SysProcAttr() }
+func (i *isoHost) started(pid int) error             { return i.h.Started(pid) }
+func (i *isoHost) report(ws string) driver.Isolation { return i.h.Report() }
+func (i *isoHost) tmpDir() string                    { return i.h.TmpDir() }
+func (i *isoHost) freeze() error                     { return i.h.Freeze() }
+func (i *isoHost) thaw() error                       { return i.h.Thaw() }
+func (i *isoHost) killAll()                          { _ = i.h.KillAll() }
+func (i *isoHost) save() error                       { return i.h.SaveWorkspace() }
+func (i *isoHost) cleanup()                          { _ = i.h.Cleanup() }
+
+func enterIsolation(cfg launchConfig, raw []byte) error { return isolate.Enter(cfg.Iso, raw) }
+
+func completeIsolation(cfg launchConfig) error {
+	if !cfg.Isolated {
+		return nil
+	}
+	return isolate.Complete(cfg.Iso)
 }
-func (h *isoHost) started(pid int) error                { return nil }
-func (h *isoHost) report(ws string) driver.Isolation    { return driver.Isolation{} }
-func (h *isoHost) freeze() error                        { return errNoFreezer }
-func (h *isoHost) thaw() error                          { return errNoFreezer }
-func (h *isoHost) killAll()                             {}
-func (h *isoHost) cleanup()                             {}
-func enterIsolation(cfg launchConfig, raw []byte) error { return errors.New("not available") }
-func completeIsolation(cfg launchConfig) error          { return nil }

@@ -73,12 +73,9 @@ func (d *Driver) Name() string { return "local" }
 // Start creates a sandbox on this machine at the best tier available that
 // the caller accepts.
 func (d *Driver) Start(ctx context.Context, cfg driver.Config) (driver.Instance, error) {
-	tier, iso, err := chooseTier(cfg)
-	if err != nil {
-		return nil, err
-	}
 	ws := cfg.Workspace
 	temp := false
+	var err error
 	if ws == "" {
 		ws, err = os.MkdirTemp("", "sandboxkit-ws-")
 		if err != nil {
@@ -90,6 +87,14 @@ func (d *Driver) Start(ctx context.Context, cfg driver.Config) (driver.Instance,
 		if err != nil || !fi.IsDir() {
 			return nil, driver.Errorf("INVALID_ARGUMENT", err, fmt.Sprintf("workspace %q is not an existing directory", ws))
 		}
+	}
+	cfg.Workspace = ws
+	tier, iso, err := chooseTier(cfg)
+	if err != nil {
+		if temp {
+			os.RemoveAll(ws)
+		}
+		return nil, err
 	}
 	inst, err := d.launch(ctx, cfg, tier, iso, ws)
 	if err != nil {
@@ -117,6 +122,9 @@ func chooseTier(cfg driver.Config) (driver.Tier, *isoHost, error) {
 			break
 		}
 		if t != best {
+			if iso != nil {
+				iso.cleanup()
+			}
 			iso = nil
 			if t == driver.TierLandlock {
 				var err error
@@ -127,6 +135,9 @@ func chooseTier(cfg driver.Config) (driver.Tier, *isoHost, error) {
 			}
 		}
 		return t, iso, nil
+	}
+	if iso != nil {
+		iso.cleanup()
 	}
 	msg := fmt.Sprintf("the local backend cannot provide the isolation asked for (minimum %s): the best this machine offers is %s", cfg.MinTier, best)
 	if why != "" {
@@ -257,9 +268,21 @@ func (i *instance) Done() <-chan struct{} { return i.done }
 
 func (i *instance) Isolation() driver.Isolation {
 	if i.iso != nil {
-		return i.iso.report(i.workspace)
+		iso := i.iso.report(i.workspace)
+		if iso.Extra == nil {
+			iso.Extra = map[string]string{}
+		}
+		iso.Extra["agent_pid"] = fmt.Sprint(i.pid)
+		if i.tier == driver.TierLandlock {
+			iso.Extra["tmpdir"] = i.iso.tmpDir()
+		}
+		return iso
 	}
-	return processIsolation(i.cfg, i.workspace)
+	iso := processIsolation(i.cfg, i.workspace)
+	// The agent's host pid, for tools (and the contract suite) that watch
+	// or kill it from outside.
+	iso.Extra["agent_pid"] = fmt.Sprint(i.pid)
+	return iso
 }
 
 // processIsolation reports the process tier honestly: what it does and,
@@ -292,7 +315,7 @@ func processIsolation(cfg driver.Config, ws string) driver.Isolation {
 		Gaps:          []string{"commands can read and write outside the workspace", "no network isolation", "host processes visible", "no pids or memory cgroup"},
 		WorkspacePath: ws,
 		HostWorkspace: ws,
-		Extra:         map[string]string{"agent_pid": fmt.Sprint(os.Getpid())},
+		Extra:         map[string]string{},
 	}
 }
 
@@ -349,6 +372,13 @@ func (i *instance) Close(ctx context.Context) error {
 			_ = i.Resume(ctx)
 		} else {
 			i.mu.Unlock()
+		}
+		if i.iso != nil && !i.tempWorkspace {
+			// A quota'd workspace lives in a tmpfs inside the sandbox:
+			// give a kept workspace's data back before it is torn down.
+			if err := i.iso.save(); err != nil {
+				i.closeErr = err
+			}
 		}
 		i.conn.Close()
 		select {

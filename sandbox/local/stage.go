@@ -82,6 +82,10 @@ func runStage(stage string) int {
 	}
 	// Nothing of the host's environment is needed from here on.
 	os.Clearenv()
+	// The stream must not leak into the commands the agent starts: a
+	// command holding it could forge frames to the host, and would keep
+	// the stream open after the agent died (the host would never see EOF).
+	syscall.CloseOnExec(fdStream)
 	err = agent.Serve(conn, agent.ServeOptions{Logf: func(format string, args ...any) {
 		fmt.Fprintf(os.Stderr, "sandboxkit agent: "+format+"\n", args...)
 	}})
@@ -103,4 +107,3 @@ func failStage(conn *os.File, what string, err error) int {
 	return 1
 }
 
-var _ = syscall.Getpid

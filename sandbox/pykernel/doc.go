@@ -13,7 +13,7 @@
 // 1 and 2 become pipes that a driver thread reads, so output of print, of
 // child processes and of os.system is captured at the fd level, in order,
 // stdout apart from stderr, and streamed to RunOptions.OnOutput as it comes.
-// Fd 0 is /dev/null and input() raises at once.
+// Fd 0 is /dev/null; input() and getpass.getpass() raise at once.
 //
 // Each run compiles the code once (top-level await allowed); a final
 // expression statement not followed by ';' is the result, shown with repr()

@@ -469,6 +469,11 @@ def _patch_ipython_display(mod):
     mod.display = display
 
 
+def _patch_getpass(mod):
+    # getpass reads /dev/tty, which would wait forever for a person.
+    mod.getpass = _input
+
+
 # --- user namespace and helpers -------------------------------------------
 
 
@@ -480,9 +485,9 @@ class UsageError(Exception):
     """Raised for notebook magics this kernel does not support."""
 
 
-def _input(prompt=""):
+def _input(prompt="", stream=None):
     raise StdinNotImplementedError(
-        "input() is not available: this Python kernel has no stdin. "
+        "input() and getpass() are not available: this Python kernel has no stdin. "
         "Put the data in the code or read it from a file."
     )
 
@@ -883,6 +888,7 @@ def main():
                 "IPython.display": _patch_ipython_display,
                 "IPython.core.display_functions": _patch_ipython_display,
                 "IPython.core.display": _patch_ipython_display,
+                "getpass": _patch_getpass,
             }
         ),
     )

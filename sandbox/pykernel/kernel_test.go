@@ -236,6 +236,7 @@ func TestNotebookSemantics(t *testing.T) {
 			code: "await five()", want: want{result: "5"}},
 		{name: "input raises at once", code: "input('name? ')", want: want{errName: "StdinNotImplementedError",
 			errValueHas: "no stdin"}},
+		{name: "getpass raises at once", code: "import getpass; getpass.getpass()", want: want{errName: "StdinNotImplementedError"}},
 		{name: "stdin of the code is empty", code: "import sys; sys.stdin.read()", want: want{result: "''"}},
 		{name: "shell line", code: "!echo from shell", want: want{stdout: str("from shell\n")}},
 		{name: "shell line inside a block", code: "for i in range(2):\n    !echo loop\nprint('end')",

@@ -1,0 +1,183 @@
+// Command sandboxkit is sandboxkit's command line: it serves sandboxed
+// tools to MCP clients, runs one command in a fresh sandbox, reports what
+// isolation this machine can enforce, shows the library at work, and
+// removes leftover sandboxes.
+//
+//	go install github.com/sandboxkit/sandboxkit/cmd/sandboxkit@latest
+//
+//	sandboxkit mcp [--http ADDR] [flags]   serve the sandbox tools over MCP
+//	sandboxkit run [flags] -- CMD [ARG...] run one command in a fresh sandbox
+//	sandboxkit doctor                      what this machine can enforce
+//	sandboxkit demo                        a guided tour, step by step
+//	sandboxkit gc                          remove leftover sandboxes
+//
+// Exit codes are stable for scripts: 0 success, 1 failure, 2 usage error;
+// `run` exits with the command's own code (see `sandboxkit run --help`).
+//
+// Security settings (backend, workspace, network, accepted isolation
+// tiers) are flags of this program only: an MCP client cannot change them.
+// Logs and diagnostics go to standard error; standard output carries only
+// results (and, for `mcp` over stdio, the protocol).
+//
+// The binary is also the sandbox's agent: the local backend re-executes it
+// inside the boundary, and its init hook (package sandbox/local) takes over
+// before main runs, so main never sees those invocations.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// Exit codes shared by every subcommand.
+const (
+	exitOK      = 0
+	exitFailure = 1
+	exitUsage   = 2
+)
+
+// usageError marks a usage error: the message is printed with a hint to run
+// --help, and the exit code is exitUsage.
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(format, args...)} }
+
+// exitError carries an exit code chosen by a subcommand (run passes the
+// command's code through) with nothing more to print.
+type exitError struct{ code int }
+
+func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+
+// command is one subcommand.
+type command struct {
+	name    string
+	summary string
+	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+}
+
+var commands = []command{
+	{"mcp", "serve the sandbox tools to MCP clients (stdio, or streamable HTTP with --http)", runMCP},
+	{"run", "run one command in a fresh sandbox; its output and exit code pass through", runRun},
+	{"doctor", "report what isolation this machine can enforce and which tier a sandbox gets", runDoctor},
+	{"demo", "create a sandbox and show commands, files, jobs and isolation step by step", runDemo},
+	{"gc", "remove sandboxes left behind by crashed programs (Docker containers)", runGC},
+}
+
+const mainUsage = `sandboxkit gives LLM agents a safe, stateful place to run code.
+
+Usage:
+  sandboxkit <command> [flags] [args]
+
+Commands:
+%s
+Run 'sandboxkit <command> --help' for the flags of a command.
+
+Exit codes:
+  0  success
+  1  the command failed (an error is printed on stderr)
+  2  usage error (unknown command or flag, missing argument)
+  run exits with the sandboxed command's own code instead; see 'sandboxkit run --help'.
+`
+
+func printMainUsage(w io.Writer) {
+	var list string
+	for _, c := range commands {
+		list += fmt.Sprintf("  %-7s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintf(w, mainUsage, list)
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := execute(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// execute runs the command line args and returns the exit code.
+func execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		printMainUsage(stderr)
+		return exitUsage
+	}
+	switch args[0] {
+	case "-h", "-help", "--help", "help":
+		if len(args) > 1 && args[0] == "help" {
+			return execute(ctx, []string{args[1], "--help"}, stdout, stderr)
+		}
+		printMainUsage(stdout)
+		return exitOK
+	}
+	for _, c := range commands {
+		if c.name != args[0] {
+			continue
+		}
+		err := c.run(ctx, args[1:], stdout, stderr)
+		return exitCode(c.name, err, stderr)
+	}
+	fmt.Fprintf(stderr, "sandboxkit: unknown command %q\n\n", args[0])
+	printMainUsage(stderr)
+	return exitUsage
+}
+
+// exitCode prints err the one way every subcommand reports failures and
+// returns the exit code for it.
+func exitCode(name string, err error, stderr io.Writer) int {
+	var ue usageError
+	var ee exitError
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return exitOK
+	case errors.As(err, &ee):
+		return ee.code
+	case errors.As(err, &ue):
+		fmt.Fprintf(stderr, "sandboxkit %s: %s\nRun 'sandboxkit %s --help' for usage.\n", name, ue.msg, name)
+		return exitUsage
+	default:
+		fmt.Fprintf(stderr, "sandboxkit %s: %v\n", name, err)
+		return exitFailure
+	}
+}
+
+// newFlags returns a flag set for a subcommand whose --help prints usage
+// (a synopsis and a description) and the flags to stdout.
+func newFlags(name, synopsis, description string, stdout io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("sandboxkit "+name, flag.ContinueOnError)
+	// Parse errors are returned, not printed by the flag package, so that
+	// they go through exitCode like every other usage error.
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {
+		fmt.Fprintf(stdout, "Usage:\n  sandboxkit %s %s\n\n%s\n", name, synopsis, description)
+		var has bool
+		fs.VisitAll(func(*flag.Flag) { has = true })
+		if has {
+			fmt.Fprintln(stdout, "\nFlags:")
+			fs.SetOutput(stdout)
+			fs.PrintDefaults()
+			fs.SetOutput(io.Discard)
+		}
+	}
+	return fs
+}
+
+// parse parses args, turning flag errors into usage errors and --help into
+// flag.ErrHelp after printing the usage.
+func parse(fs *flag.FlagSet, args []string) error {
+	err := fs.Parse(args)
+	if errors.Is(err, flag.ErrHelp) {
+		fs.Usage()
+		return flag.ErrHelp
+	}
+	if err != nil {
+		return usageError{err.Error()}
+	}
+	return nil
+}

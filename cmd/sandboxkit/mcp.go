@@ -1,0 +1,64 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/sandboxkit/sandboxkit/adapters/mcp"
+	"github.com/sandboxkit/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandboxkit/toolkit"
+)
+
+func runMCP(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("mcp", "[--backend local|docker://IMAGE] [--workspace DIR] [--allow-network] [--allow-weaker TIERS] [--http ADDR]",
+		"Serve the sandbox tools over MCP: on stdin/stdout by default, or as streamable HTTP\nwith --http. Every client session gets its own sandbox, closed when the session\nends. Logs go to stderr only.\n\n"+sandboxFlagsHelp, stdout)
+	var sf sandboxFlags
+	sf.register(fs)
+	addr := fs.String("http", "", "serve streamable HTTP on `addr` (e.g. 127.0.0.1:8080) instead of stdio")
+	idle := fs.Duration("idle-timeout", 30*time.Minute, "with --http: end a session and close its sandbox after this long without requests")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usagef("unexpected arguments: %v", fs.Args())
+	}
+	opts, closeBackend, err := sf.options()
+	if err != nil {
+		return err
+	}
+	defer closeBackend()
+	log := slog.New(slog.NewTextHandler(stderr, nil))
+	factory := func(ctx context.Context) (*toolkit.Toolkit, func(), error) {
+		sb, err := sandbox.New(ctx, opts...)
+		if err != nil {
+			return nil, nil, err
+		}
+		return toolkit.ForSandbox(sb), func() { sb.Close() }, nil
+	}
+	srv := mcp.NewServer(factory, &mcp.Options{Logger: log, ClosedWorld: !sf.network,
+		Instructions: "Tools that run commands, Python and files in an isolated sandbox that lives as long as this session."})
+	defer srv.Close()
+	if *addr == "" {
+		return srv.Run(ctx, &sdk.StdioTransport{})
+	}
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "sandboxkit mcp: serving streamable HTTP on http://%s\n", ln.Addr())
+	hs := &http.Server{Handler: srv.HTTPHandler(&mcp.HTTPOptions{IdleTimeout: *idle})}
+	go func() { <-ctx.Done(); srv.Close(); hs.Close() }()
+	if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}

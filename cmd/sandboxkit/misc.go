@@ -1,0 +1,136 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"syscall"
+	"time"
+
+	"github.com/sandboxkit/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandboxkit/sandbox/docker"
+	"github.com/sandboxkit/sandboxkit/sandbox/local/isolate"
+)
+
+// signalNumber maps a signal name such as "SIGKILL" to its number (9 when
+// unknown: the command was killed).
+func signalNumber(name string) int {
+	for i := 1; i < 65; i++ {
+		if "SIG"+syscall.Signal(i).String() == name || fmt.Sprint(syscall.Signal(i)) == name {
+			return i
+		}
+	}
+	for _, s := range []syscall.Signal{syscall.SIGKILL, syscall.SIGTERM, syscall.SIGINT, syscall.SIGXCPU, syscall.SIGXFSZ} {
+		if name == sigName(s) {
+			return int(s)
+		}
+	}
+	return int(syscall.SIGKILL)
+}
+
+func sigName(s syscall.Signal) string {
+	return map[syscall.Signal]string{syscall.SIGKILL: "SIGKILL", syscall.SIGTERM: "SIGTERM", syscall.SIGINT: "SIGINT", syscall.SIGXCPU: "SIGXCPU", syscall.SIGXFSZ: "SIGXFSZ"}[s]
+}
+
+func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("doctor", "", "Report what this machine can enforce, one line per capability, and which tier\nsandbox.New picks. Exits 0 when a sandbox can be created with the default (strict) settings.", stdout)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	caps := isolate.Probe()
+	for _, c := range caps.List() {
+		state := "no "
+		if c.Available {
+			state = "yes"
+		}
+		fmt.Fprintf(stdout, "%-16s %s  %s\n", c.Name, state, c.Description)
+	}
+	fmt.Fprintf(stdout, "%-16s %s\n", "best buildable", caps.Best)
+	sb, err := sandbox.New(ctx)
+	if err != nil {
+		fmt.Fprintf(stdout, "%-16s fails: %v\n", "sandbox.New", err)
+		if sb2, err2 := sandbox.New(ctx, sandbox.AllowWeaker(sandbox.TierLandlock, sandbox.TierProcess)); err2 == nil {
+			fmt.Fprintf(stdout, "%-16s %s (with --allow-weaker=landlock,process)\n", "weaker", sb2.Info().Isolation)
+			sb2.Close()
+		}
+		return exitError{exitFailure}
+	}
+	fmt.Fprintf(stdout, "%-16s picks %s\n", "sandbox.New", sb.Info().Isolation)
+	fmt.Fprintf(stdout, "%-16s %v\n", "python3", sb.Info().Python)
+	return sb.Close()
+}
+
+func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("demo", "", "Create a sandbox, run a command, write and read a file, start and poll a job,\nshow the isolation in force and tear down, printing each step.", stdout)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	step := func(n int, what, detail string) { fmt.Fprintf(stdout, "%d. %-10s %s\n", n, what, detail) }
+	sb, err := sandbox.New(ctx, sandbox.AllowWeaker(sandbox.TierLandlock, sandbox.TierProcess))
+	if err != nil {
+		return err
+	}
+	defer sb.Close()
+	info := sb.Info()
+	step(1, "create", fmt.Sprintf("%s (%s)", sb.ID(), describeIsolation(info)))
+	res, err := sb.Commands.Run(ctx, sandbox.Command{Shell: "echo hello from $(uname -s)"})
+	if err != nil {
+		return err
+	}
+	step(2, "run", fmt.Sprintf("echo hello from $(uname -s) -> exit %d, stdout %q", res.ExitCode, res.Stdout))
+	if err := sb.Files.Write(ctx, "notes.txt", []byte("written by sandboxkit demo\n"), 0); err != nil {
+		return err
+	}
+	step(3, "write", "notes.txt")
+	fc, err := sb.Files.Read(ctx, "notes.txt", sandbox.ReadOptions{})
+	if err != nil {
+		return err
+	}
+	step(4, "read", fmt.Sprintf("notes.txt -> %q", fc.Data))
+	job, err := sb.Commands.Start(ctx, sandbox.Command{Shell: "for i in 1 2 3; do echo tick $i; sleep 0.1; done"})
+	if err != nil {
+		return err
+	}
+	step(5, "job", job.ID+" started")
+	st, err := job.Wait(ctx)
+	if err != nil {
+		return err
+	}
+	out, err := job.Output(ctx, 0)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "   %-10s exit %d, output %q\n", "poll", st.ExitCode, out.Data)
+	step(6, "isolation", info.Isolation.String())
+	for _, c := range info.Controls {
+		fmt.Fprintf(stdout, "   %-18s enforced=%-5v %s\n", c.Name, c.Enforced, c.Mechanism)
+	}
+	for _, g := range info.Gaps {
+		fmt.Fprintf(stdout, "   gap: %s\n", g)
+	}
+	if err := sb.Close(); err != nil {
+		return err
+	}
+	step(7, "close", "every process ended, temporary workspace removed")
+	return nil
+}
+
+func runGC(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("gc", "", "Remove Docker containers left by sandboxkit (label sandboxkit=1). Local sandboxes\nneed no GC: they die with the process that created them.", stdout)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	removed, err := docker.GC(ctx, docker.GCOptions{})
+	if err != nil {
+		return err
+	}
+	if len(removed) == 0 {
+		fmt.Fprintln(stdout, "nothing to clean")
+	}
+	for _, n := range removed {
+		fmt.Fprintln(stdout, "removed", n)
+	}
+	return nil
+}

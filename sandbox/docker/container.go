@@ -1,0 +1,661 @@
+package docker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/events"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/mount"
+	"github.com/docker/docker/pkg/stdcopy"
+
+	"github.com/sandboxkit/sandboxkit/sandbox/driver"
+)
+
+// Labels on every container and agent volume this backend creates.
+const (
+	LabelSandboxkit = "sandboxkit"         // always "1"
+	LabelID         = "sandboxkit.id"      // driver.Config.ID
+	LabelOwner      = "sandboxkit.owner"   // driver.Config.Owner
+	LabelCreated    = "sandboxkit.created" // creation time, RFC 3339
+)
+
+// Container is one sandbox's running container. It is the driver.Instance
+// that Start returns; its extra methods are reachable by type assertion.
+type Container struct {
+	d     *Driver
+	id    string
+	name  string
+	iso   driver.Isolation
+	conn  *stream
+	limit int64 // memory limit, for messages
+
+	done    chan struct{}
+	cancel  context.CancelFunc // stops the watchers
+	wg      sync.WaitGroup
+	mu      sync.Mutex
+	exitErr error
+	oom     bool
+	paused  bool
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// launch creates, verifies, attaches and starts the container for p.
+func (d *Driver) launch(ctx context.Context, p *plan, f *engineFacts, imageID string, ag *agentBin, agentVol string) (_ *Container, err error) {
+	cfg, hc := containerSpec(p, ag, agentVol)
+	created, err := d.cli.ContainerCreate(ctx, cfg, hc, nil, nil, p.name)
+	if err != nil {
+		if cerrdefs.IsConflict(err) {
+			return nil, driver.Errorf(CodeExists, err, fmt.Sprintf(
+				"a container named %s already exists (a sandbox with id %q is running or was left behind); use another sandbox id, or remove leftovers with `sandboxkit gc`",
+				p.name, p.cfg.ID))
+		}
+		if cerrdefs.IsNotFound(err) {
+			return nil, driver.Errorf(CodeNotFound, err, fmt.Sprintf("image %q disappeared from the Docker engine; retry", p.image))
+		}
+		return nil, d.engineError("creating the sandbox container", err)
+	}
+	id := created.ID
+	defer func() {
+		if err != nil {
+			// Nothing half-made stays behind, even if ctx is what failed.
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			defer cancel()
+			_ = d.cli.ContainerRemove(rctx, id, container.RemoveOptions{Force: true, RemoveVolumes: true})
+		}
+	}()
+	// The engine warns instead of failing when the kernel cannot apply a
+	// resource control ("Your kernel does not support ... limit"): that is
+	// a control not in force, so it is refused. Missing swap accounting
+	// only means no swap limit on top of memory, and other warnings (e.g.
+	// forwarding off when a network was allowed) are reported as gaps.
+	var gaps []string
+	for _, w := range created.Warnings {
+		lw := strings.ToLower(w)
+		if strings.Contains(lw, "does not support") && !strings.Contains(lw, "swap") {
+			return nil, driver.Errorf(CodeIsolationUnavailable, nil, fmt.Sprintf(
+				"the Docker engine will not apply every requested control: %s; enable that cgroup controller on the engine's host or drop the limit", w))
+		}
+		gaps = append(gaps, "engine warning: "+w)
+	}
+	if err := d.verify(ctx, id, hc, p.user); err != nil {
+		return nil, err
+	}
+
+	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	c := &Container{d: d, id: id, name: p.name, done: make(chan struct{}), cancel: cancel, limit: p.cfg.Limits.MemoryBytes}
+	defer func() {
+		if err != nil {
+			cancel()
+			c.wg.Wait()
+		}
+	}()
+	// The wait and the OOM watch are registered before the start so no
+	// exit or OOM can be missed.
+	waitC, waitErrC := d.cli.ContainerWait(wctx, id, container.WaitConditionNextExit)
+	evC, evErrC := d.cli.Events(wctx, events.ListOptions{Filters: filters.NewArgs(
+		filters.Arg("type", string(events.ContainerEventType)),
+		filters.Arg("container", id),
+		filters.Arg("event", string(events.ActionOOM)),
+	)})
+	// Both watchers start now: an unread ContainerWait result would block
+	// the client library's goroutine forever.
+	c.wg.Add(2)
+	go c.watchOOM(evC, evErrC)
+	go c.watchExit(waitC, waitErrC)
+	hj, err := d.cli.ContainerAttach(context.WithoutCancel(ctx), id, container.AttachOptions{
+		Stream: true, Stdin: true, Stdout: true, Stderr: true,
+	})
+	if err != nil {
+		return nil, d.engineError("attaching to the sandbox container", err)
+	}
+	c.setConn(newStream(hj, &c.wg))
+	if err := d.cli.ContainerStart(ctx, id, container.StartOptions{}); err != nil {
+		c.conn.Close()
+		if strings.Contains(err.Error(), agentPath) && strings.Contains(err.Error(), "no such file") {
+			return nil, errAgentMissing
+		}
+		return nil, d.startError(p, err)
+	}
+	c.iso = d.isolation(p, f, id, imageID, ag, gaps)
+	return c, nil
+}
+
+// errAgentMissing is a start that failed because the agent volume was
+// empty; Start refills it and retries.
+var errAgentMissing = errors.New("agent missing from its volume")
+
+// startError explains a failed container start.
+func (d *Driver) startError(p *plan, err error) error {
+	msg := err.Error()
+	switch {
+	case strings.Contains(msg, "exec format error"):
+		return driver.Errorf(CodeIsolationUnavailable, err, "the agent binary does not match the engine's architecture; pass a static agent for it with docker.WithAgentBinary")
+	case strings.Contains(msg, "unknown or invalid runtime") || strings.Contains(msg, "runtime") && strings.Contains(msg, "not found"):
+		return driver.Errorf(CodeIsolationUnavailable, err, fmt.Sprintf("the Docker engine cannot start runtime %q; check its installation", p.runtime))
+	}
+	return d.engineError("starting the sandbox container", err)
+}
+
+// containerSpec is the whole security and resource configuration of a
+// sandbox container. Each setting names what it prevents.
+func containerSpec(p *plan, ag *agentBin, agentVol string) (*container.Config, *container.HostConfig) {
+	lim := p.cfg.Limits
+	labels := map[string]string{
+		LabelSandboxkit: "1",
+		LabelID:         p.cfg.ID,
+		LabelOwner:      p.cfg.Owner,
+		LabelCreated:    time.Now().UTC().Format(time.RFC3339),
+	}
+	cfg := &container.Config{
+		Image:    p.image,
+		Hostname: "sandbox",
+		// An unprivileged user: files of root in the image stay read-only
+		// even where a mount is writable.
+		User:       p.user,
+		Entrypoint: ag.args,
+		Cmd:        nil,
+		WorkingDir: workspacePath,
+		// The agent's only channel is stdin/stdout. StdinOnce closes its
+		// stdin when our attach ends, so a crashed host makes it exit.
+		AttachStdin: true, AttachStdout: true, AttachStderr: true,
+		OpenStdin: true, StdinOnce: true, Tty: false,
+		Labels: labels,
+	}
+	tmp := lim.TmpBytes
+	if tmp <= 0 {
+		tmp = defaultTmpBytes
+	}
+	hc := &container.HostConfig{
+		// No network interface but lo: nothing can be reached or served.
+		NetworkMode: "none",
+		// No capabilities: no mounts, raw sockets, chown, ptrace of others...
+		CapDrop: []string{"ALL"},
+		// setuid binaries in the image cannot raise privileges.
+		SecurityOpt: []string{"no-new-privileges"},
+		// The image cannot be modified; writes go to the tmpfs below.
+		ReadonlyRootfs: true,
+		Tmpfs: map[string]string{
+			"/tmp": fmt.Sprintf("rw,nosuid,nodev,size=%d,mode=1777", tmp),
+		},
+		ShmSize:    defaultShmBytes,
+		IpcMode:    "private",
+		PidMode:    "",
+		AutoRemove: true,
+		Runtime:    p.runtime,
+		Init:       boolPtr(false), // the agent is PID 1 and reaps
+		// The agent, read-only: the sandbox cannot replace what serves it.
+		Mounts: []mount.Mount{{Type: mount.TypeVolume, Source: agentVol, Target: agentDir, ReadOnly: true,
+			VolumeOptions: &mount.VolumeOptions{NoCopy: true}}},
+		// The protocol stream is not worth logging (and would fill the
+		// engine's disk): `docker logs` shows nothing for sandboxes.
+		LogConfig: container.LogConfig{Type: "none"},
+	}
+	if p.cfg.Network {
+		hc.NetworkMode = "default"
+	}
+	if p.cfg.Workspace != "" {
+		hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeBind, Source: p.cfg.Workspace, Target: workspacePath,
+			BindOptions: &mount.BindOptions{Propagation: mount.PropagationRPrivate}})
+	} else {
+		ws := lim.DiskBytes
+		if ws <= 0 {
+			ws = defaultWorkspaceBytes
+		}
+		hc.Tmpfs[workspacePath] = fmt.Sprintf("rw,nosuid,nodev,size=%d,uid=%d,gid=%d,mode=0700", ws, p.uid, p.gid)
+	}
+	if lim.MemoryBytes > 0 {
+		hc.Memory = lim.MemoryBytes
+		hc.MemorySwap = lim.MemoryBytes // no swap on top
+	}
+	if lim.Pids > 0 {
+		n := int64(lim.Pids)
+		hc.PidsLimit = &n
+	}
+	hc.NanoCPUs = p.nanoCPUs
+	// CPU time and file size are per-process rlimits that the agent sets
+	// on each child (see the controls in isolation): an engine ulimit would
+	// also bind the agent, which as PID 1 would die of its own CPU time.
+	if lim.OpenFiles > 0 {
+		hc.Ulimits = append(hc.Ulimits, &container.Ulimit{Name: "nofile", Soft: int64(lim.OpenFiles), Hard: int64(lim.OpenFiles)})
+	}
+	hc.Ulimits = append(hc.Ulimits, &container.Ulimit{Name: "core", Soft: 0, Hard: 0})
+	return cfg, hc
+}
+
+func boolPtr(b bool) *bool { return &b }
+
+// checkHostWorkspace makes sure the sandbox user can write the host
+// directory it gets, so the failure is clear now rather than on first write.
+func checkHostWorkspace(dir string, uid, gid int) error {
+	st, err := os.Stat(dir)
+	if err != nil {
+		return driver.Errorf(CodeInvalidArgument, err, "the workspace directory does not exist on this machine (a host workspace needs a local Docker engine)")
+	}
+	if !st.IsDir() {
+		return driver.Errorf(CodeInvalidArgument, nil, fmt.Sprintf("the workspace %s is not a directory", dir))
+	}
+	sys, ok := st.Sys().(*syscall.Stat_t)
+	if !ok {
+		return nil
+	}
+	mode := st.Mode().Perm()
+	writable := uid == 0 ||
+		(int(sys.Uid) == uid && mode&0o200 != 0) ||
+		(int(sys.Gid) == gid && mode&0o020 != 0) ||
+		mode&0o002 != 0
+	if !writable {
+		return driver.Errorf(CodeInvalidArgument, nil, fmt.Sprintf(
+			"the sandbox user %d:%d cannot write the workspace %s (owner %d:%d, mode %v); chown it to that user, or choose the owner's uid:gid with docker.WithUser",
+			uid, gid, dir, sys.Uid, sys.Gid, mode))
+	}
+	return nil
+}
+
+// verify reads the created container back and refuses it when the engine
+// dropped a control it was asked for (an old API silently ignoring a field
+// must not weaken a sandbox).
+func (d *Driver) verify(ctx context.Context, id string, want *container.HostConfig, user string) error {
+	ins, err := d.cli.ContainerInspect(ctx, id)
+	if err != nil {
+		return d.engineError("inspecting the new sandbox container", err)
+	}
+	got := ins.HostConfig
+	var missing []string
+	check := func(ok bool, what string) {
+		if !ok {
+			missing = append(missing, what)
+		}
+	}
+	check(got.ReadonlyRootfs, "read-only root file system")
+	check(len(got.CapDrop) == 1 && strings.EqualFold(got.CapDrop[0], "ALL"), "cap-drop ALL")
+	check(string(got.NetworkMode) == string(want.NetworkMode), "network mode "+string(want.NetworkMode))
+	check(containsStr(got.SecurityOpt, "no-new-privileges"), "no-new-privileges")
+	check(got.Memory == want.Memory, "memory limit")
+	check(want.PidsLimit == nil || got.PidsLimit != nil && *got.PidsLimit == *want.PidsLimit, "pids limit")
+	check(got.NanoCPUs == want.NanoCPUs, "cpu rate limit")
+	check(got.Runtime == want.Runtime || want.Runtime == "" && got.Runtime == "runc", "runtime "+want.Runtime)
+	for k, v := range want.Tmpfs {
+		check(got.Tmpfs[k] == v, "tmpfs "+k)
+	}
+	check(ins.Config != nil && ins.Config.User == user, "user "+user)
+	if len(missing) > 0 {
+		return driver.Errorf(CodeIsolationUnavailable, nil, fmt.Sprintf(
+			"the Docker engine (API %s) did not apply: %s; upgrade the engine or use another backend",
+			d.cli.ClientVersion(), strings.Join(missing, ", ")))
+	}
+	return nil
+}
+
+func containsStr(list []string, s string) bool {
+	for _, x := range list {
+		if x == s || strings.HasPrefix(x, s+":") || strings.HasPrefix(x, s+"=") {
+			return true
+		}
+	}
+	return false
+}
+
+// isolation is the truthful report of what launch applied.
+func (d *Driver) isolation(p *plan, f *engineFacts, id, imageID string, ag *agentBin, gaps []string) driver.Isolation {
+	lim := p.cfg.Limits
+	mech := "runc container"
+	if p.tier == driver.TierGVisor {
+		mech = "gVisor (" + p.runtime + ")"
+	}
+	ctl := func(name string, on bool, how string) driver.Control {
+		return driver.Control{Name: name, Enforced: on, Mechanism: how}
+	}
+	network, fs, syscalls := "network mode none (only lo)", "read-only root file system; writable tmpfs /tmp and ", "engine default seccomp profile"
+	if p.cfg.Network {
+		network = "engine default network (allowed by config)"
+	}
+	if p.cfg.Workspace == "" {
+		fs += "tmpfs " + workspacePath
+	} else {
+		fs += "bind-mounted host workspace"
+	}
+	if !f.seccomp {
+		syscalls = "no seccomp profile on this engine"
+	}
+	cs := []driver.Control{
+		ctl("network", !p.cfg.Network, network),
+		ctl("filesystem", true, fs),
+		ctl("privileges", p.uid != 0, fmt.Sprintf("user %s, cap-drop ALL, no-new-privileges", p.user)),
+		ctl("syscalls", f.seccomp || p.tier == driver.TierGVisor, syscalls+"; "+mech),
+		ctl("processes_visible", true, "private pid namespace (agent is PID 1)"),
+		ctl("memory", lim.MemoryBytes > 0, "cgroup memory limit without swap (docker --memory)"),
+		ctl("pids", lim.Pids > 0, "cgroup pids limit (docker --pids-limit)"),
+		ctl("cpu", lim.CPUSeconds > 0, "RLIMIT_CPU per process, set by the agent on each child"),
+		ctl("file_size", lim.FileSizeBytes > 0, "RLIMIT_FSIZE per process, set by the agent on each child"),
+		ctl("open_files", lim.OpenFiles > 0, "RLIMIT_NOFILE (docker ulimit nofile)"),
+		ctl("tmp", true, fmt.Sprintf("tmpfs /tmp size=%d", tmpSize(lim))),
+	}
+	if p.cfg.Workspace == "" {
+		cs = append(cs, ctl("disk", true, fmt.Sprintf("tmpfs %s size=%d (hard quota)", workspacePath, wsSize(lim))))
+	} else {
+		cs = append(cs, ctl("disk", false, "host directory bind mount: no quota"))
+	}
+	if p.nanoCPUs > 0 {
+		cs = append(cs, ctl("cpu_rate", true, fmt.Sprintf("CFS quota %.3g CPUs", float64(p.nanoCPUs)/1e9)))
+	}
+	gaps = append(gaps, "files in the tmpfs /tmp, /workspace and /dev/shm count against the memory limit")
+	if p.cfg.Workspace == "" {
+		gaps = append(gaps, "the workspace is a tmpfs inside the container: copy results out before Close")
+	}
+	if p.uid == 0 {
+		gaps = append(gaps, "processes run as uid 0 inside the container (without capabilities)")
+	}
+	if !f.seccomp && p.tier != driver.TierGVisor {
+		gaps = append(gaps, "the engine applies no seccomp profile")
+	}
+	host := ""
+	if p.cfg.Workspace != "" {
+		host = p.cfg.Workspace
+	}
+	return driver.Isolation{
+		Tier: p.tier, Controls: cs, Gaps: gaps,
+		WorkspacePath: workspacePath, HostWorkspace: host,
+		Extra: map[string]string{
+			"container_id":   id,
+			"container_name": p.name,
+			"image":          p.image,
+			"image_id":       imageID,
+			"runtime":        runtimeName(p.runtime),
+			"engine":         f.version,
+			"api_version":    f.api,
+			"cgroup":         f.cgroup,
+			"agent":          ag.source,
+		},
+	}
+}
+
+func tmpSize(l driver.Limits) int64 {
+	if l.TmpBytes > 0 {
+		return l.TmpBytes
+	}
+	return defaultTmpBytes
+}
+
+func wsSize(l driver.Limits) int64 {
+	if l.DiskBytes > 0 {
+		return l.DiskBytes
+	}
+	return defaultWorkspaceBytes
+}
+
+// ID returns the container's id.
+func (c *Container) ID() string { return c.id }
+
+// Conn returns the agent's stream: the container's stdin for writing and
+// its demultiplexed stdout for reading. Closing it closes the container's
+// stdin, which makes the agent exit.
+func (c *Container) Conn() io.ReadWriteCloser { return c.conn }
+
+// Isolation reports what was applied to this container.
+func (c *Container) Isolation() driver.Isolation {
+	iso := c.iso
+	iso.Controls = append([]driver.Control(nil), c.iso.Controls...)
+	iso.Gaps = append([]string(nil), c.iso.Gaps...)
+	iso.Extra = make(map[string]string, len(c.iso.Extra))
+	for k, v := range c.iso.Extra {
+		iso.Extra[k] = v
+	}
+	return iso
+}
+
+// Done is closed when the container has exited.
+func (c *Container) Done() <-chan struct{} { return c.done }
+
+// Err says why the container died, once Done is closed: nil after Close,
+// else a *driver.Error with code DEAD (naming the OOM killer when it was
+// the cause).
+func (c *Container) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.exitErr == errClosed {
+		return nil
+	}
+	return c.exitErr
+}
+
+// OOMKilled reports whether the kernel's OOM killer killed any process of
+// the container (the agent survives when it was a child).
+func (c *Container) OOMKilled() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.oom
+}
+
+// Pause freezes every process in the container (cgroup freezer).
+func (c *Container) Pause(ctx context.Context) error {
+	if err := c.alive(); err != nil {
+		return err
+	}
+	if err := c.d.cli.ContainerPause(ctx, c.id); err != nil {
+		return c.d.engineError("pausing the sandbox container", err)
+	}
+	c.mu.Lock()
+	c.paused = true
+	c.mu.Unlock()
+	return nil
+}
+
+// Resume thaws a paused container.
+func (c *Container) Resume(ctx context.Context) error {
+	if err := c.alive(); err != nil {
+		return err
+	}
+	if err := c.d.cli.ContainerUnpause(ctx, c.id); err != nil {
+		return c.d.engineError("resuming the sandbox container", err)
+	}
+	c.mu.Lock()
+	c.paused = false
+	c.mu.Unlock()
+	return nil
+}
+
+func (c *Container) alive() error {
+	select {
+	case <-c.done:
+		if err := c.Err(); err != nil {
+			return err
+		}
+		return driver.Errorf(CodeDead, nil, "the sandbox container is gone; create a new sandbox")
+	default:
+		return nil
+	}
+}
+
+// Close kills the container and removes it with its agent volume. It is
+// idempotent and returns when the container is gone from the engine.
+func (c *Container) Close(ctx context.Context) error {
+	c.closeOnce.Do(func() { c.closeErr = c.destroy(ctx) })
+	return c.closeErr
+}
+
+func (c *Container) destroy(ctx context.Context) error {
+	defer func() {
+		c.cancel()
+		c.wg.Wait()
+	}()
+	c.mu.Lock()
+	if c.exitErr == nil {
+		c.exitErr = errClosed
+	}
+	paused := c.paused
+	c.mu.Unlock()
+	c.conn.Close()
+	if paused {
+		// A frozen container cannot be killed on every engine.
+		_ = c.d.cli.ContainerUnpause(ctx, c.id)
+	}
+	err := c.d.cli.ContainerRemove(ctx, c.id, container.RemoveOptions{Force: true, RemoveVolumes: true})
+	switch {
+	case err == nil, cerrdefs.IsNotFound(err):
+	case cerrdefs.IsConflict(err) || strings.Contains(err.Error(), "already in progress"):
+		// Auto-remove won the race; wait until it is finished.
+		wc, ec := c.d.cli.ContainerWait(ctx, c.id, container.WaitConditionRemoved)
+		select {
+		case <-wc:
+		case <-ec:
+		}
+	default:
+		return c.d.engineError("removing the sandbox container", err)
+	}
+	select {
+	case <-c.done:
+	case <-ctx.Done():
+		return c.d.engineError("waiting for the sandbox container to stop", ctx.Err())
+	}
+	return nil
+}
+
+// errClosed marks a container that exited because it was closed; Err
+// reports nil for it.
+var errClosed = driver.Errorf(CodeDead, nil, "the sandbox was closed")
+
+func (c *Container) watchExit(waitC <-chan container.WaitResponse, errC <-chan error) {
+	defer c.wg.Done()
+	var code int64 = -1
+	var werr error
+	select {
+	case r := <-waitC:
+		code = r.StatusCode
+		if r.Error != nil && r.Error.Message != "" {
+			werr = fmt.Errorf("%s", r.Error.Message)
+		}
+	case werr = <-errC:
+	}
+	// Give the OOM event a moment to arrive: the engine sends it around
+	// the same time as the exit.
+	if code == 137 && c.limit > 0 {
+		time.Sleep(50 * time.Millisecond)
+	}
+	c.mu.Lock()
+	if c.exitErr == nil {
+		c.exitErr = c.deathError(code, werr)
+	}
+	c.mu.Unlock()
+	close(c.done)
+}
+
+// setConn publishes the stream to watchExit, which may already run.
+func (c *Container) setConn(s *stream) {
+	c.mu.Lock()
+	c.conn = s
+	c.mu.Unlock()
+}
+
+// deathError runs with c.mu held.
+func (c *Container) deathError(code int64, werr error) error {
+	tail := ""
+	if c.conn != nil {
+		tail = c.conn.stderrTail()
+	}
+	detail := ""
+	if tail != "" {
+		detail = "; agent said: " + tail
+	}
+	switch {
+	case c.oom:
+		return driver.Errorf(CodeDead, werr, fmt.Sprintf(
+			"the sandbox container was killed by the OOM killer (memory limit %d bytes, tmpfs files included); raise Limits.MemoryBytes or use less memory, then create a new sandbox%s",
+			c.limit, detail))
+	case code == 137:
+		return driver.Errorf(CodeDead, werr, "the sandbox container was killed (SIGKILL, e.g. docker kill or the CPU-time limit); create a new sandbox"+detail)
+	case code >= 0:
+		return driver.Errorf(CodeDead, werr, "the sandbox container exited with status "+strconv.FormatInt(code, 10)+"; create a new sandbox"+detail)
+	}
+	return driver.Errorf(CodeDead, werr, "lost track of the sandbox container; create a new sandbox"+detail)
+}
+
+func (c *Container) watchOOM(evC <-chan events.Message, errC <-chan error) {
+	defer c.wg.Done()
+	for {
+		select {
+		case _, ok := <-evC:
+			if !ok {
+				return
+			}
+			c.mu.Lock()
+			c.oom = true
+			c.mu.Unlock()
+		case <-errC:
+			return
+		}
+	}
+}
+
+// stream is the agent's byte stream over a hijacked attach connection.
+type stream struct {
+	hj   types.HijackedResponse
+	pr   *io.PipeReader
+	once sync.Once
+
+	mu   sync.Mutex
+	tail []byte // last bytes the agent wrote to stderr
+}
+
+const stderrTailBytes = 2 << 10
+
+func newStream(hj types.HijackedResponse, wg *sync.WaitGroup) *stream {
+	pr, pw := io.Pipe()
+	s := &stream{hj: hj, pr: pr}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		// The engine multiplexes stdout and stderr on one connection
+		// (no tty); stdout is the protocol, stderr the agent's log.
+		_, err := stdcopy.StdCopy(pw, tailWriter{s}, hj.Reader)
+		if err == nil {
+			err = io.EOF
+		}
+		pw.CloseWithError(err)
+	}()
+	return s
+}
+
+func (s *stream) Read(p []byte) (int, error)  { return s.pr.Read(p) }
+func (s *stream) Write(p []byte) (int, error) { return s.hj.Conn.Write(p) }
+
+// Close ends the agent's stdin (it exits on EOF) and the connection.
+func (s *stream) Close() error {
+	s.once.Do(func() {
+		_ = s.hj.CloseWrite()
+		s.hj.Close()
+		s.pr.Close()
+	})
+	return nil
+}
+
+func (s *stream) stderrTail() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return strings.TrimSpace(string(s.tail))
+}
+
+type tailWriter struct{ s *stream }
+
+func (w tailWriter) Write(p []byte) (int, error) {
+	w.s.mu.Lock()
+	defer w.s.mu.Unlock()
+	w.s.tail = append(w.s.tail, p...)
+	if len(w.s.tail) > stderrTailBytes {
+		w.s.tail = append([]byte(nil), w.s.tail[len(w.s.tail)-stderrTailBytes:]...)
+	}
+	return len(p), nil
+}

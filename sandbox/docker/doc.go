@@ -1,0 +1,70 @@
+// Package docker is sandboxkit's Docker backend: one container per sandbox,
+// with sandboxkit's agent as the container's PID 1, spoken to over the
+// container's attach stream (stdin/stdout, demultiplexed). Every command,
+// file operation, bash session and Python cell then travels over that one
+// stream to the resident agent, so a tool call costs what it costs inside the
+// container, not a `docker exec` (an exec is a round of API calls, a runc
+// exec and a new process tree per command).
+//
+// It talks to the engine with github.com/docker/docker's client, configured
+// from the environment (DOCKER_HOST, DOCKER_TLS_VERIFY, DOCKER_CERT_PATH) and
+// negotiating the API version, so it works with Debian's engine (API 1.41)
+// and newer ones, local or remote.
+//
+// # How the agent gets into the container
+//
+// The agent must not depend on anything in the image, so it is a static
+// Linux binary, and it reaches the container through the engine's API only
+// (CopyToContainer), which works with a remote DOCKER_HOST, unlike a bind
+// mount of a host file. The binary is put once per engine and binary into a
+// named volume, sandboxkit-agent-<sha256 prefix>, through a helper container
+// that is created, never started, and removed; every sandbox mounts that
+// volume read-only at /.sandboxkit and runs /.sandboxkit/agent as PID 1.
+// (Copying into each container instead would cost a chrooted untar per
+// sandbox, ~200 ms here, and a read-only root file system needs a volume
+// anyway.) The file is owned by root, mode 0555, on a read-only mount: the
+// sandbox cannot replace what serves it. The binary is chosen in this order:
+//
+//  1. the path given by WithAgentBinary or the "agent" option;
+//  2. the path in $SANDBOXKIT_AGENT;
+//  3. the running program itself, when it is a static ELF binary for the
+//     engine's architecture (build your program with CGO_ENABLED=0): this
+//     package's init hook turns it into the agent inside the container, so a
+//     deployed program needs nothing else;
+//  4. `CGO_ENABLED=0 go build` of github.com/sandboxkit/sandboxkit/cmd/sandboxkit-agent
+//     for the engine's architecture, once per process, into the user cache
+//     directory (development and tests, where a Go toolchain is present).
+//
+// # Workspace
+//
+// By default the workspace is a tmpfs at /workspace owned by the sandbox
+// user and sized by Limits.DiskBytes, which makes the disk quota a hard limit
+// enforced by the kernel and works with any engine, local or remote. Its
+// contents live as long as the sandbox: copy results out through the
+// sandbox's file API before Close. A host directory given as
+// driver.Config.Workspace is bind-mounted instead; that only works when the
+// engine runs on this machine (a remote engine would mount its own
+// directory of that name), and it cannot enforce a disk quota, so a
+// DiskBytes limit with a host workspace is refused.
+//
+// # Threat model
+//
+// Code in the container is hostile. The container gets: no network (network
+// mode none: only lo), every capability dropped, no-new-privileges, the
+// engine's default seccomp profile, a read-only root file system with
+// writable tmpfs at /workspace and /tmp only, an unprivileged user
+// (65534:65534 unless told otherwise), cgroup memory (without swap) and pids
+// limits, and a private pid namespace in which the agent is PID 1 and reaps
+// orphans. CPU-time and file-size limits are per-process rlimits that the
+// agent sets on each child (reported with an RLIMIT_ mechanism, which tells
+// package sandbox to ask the agent for them): an engine ulimit would bind
+// the agent itself, and PID 1 would die of its own accumulated CPU time. With the runsc
+// runtime the container runs under gVisor and reports that tier. The agent's
+// stream is untrusted input for the host (package agent bounds it). What the
+// engine cannot do it refuses rather than weakens: the backend inspects the
+// created container and fails with ISOLATION_UNAVAILABLE when a control is
+// missing. A host that crashes leaves no running container behind for long:
+// the attach stream closes, the agent sees EOF on stdin and exits, and the
+// engine removes the container (auto-remove); GC removes any leftovers by
+// label.
+package docker

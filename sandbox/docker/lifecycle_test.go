@@ -1,0 +1,438 @@
+package docker
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sandboxkit/sandboxkit/sandbox/driver"
+)
+
+// codeOf returns the driver error code of err, "" when it has none.
+func codeOf(err error) string {
+	var de *driver.Error
+	if errors.As(err, &de) {
+		return de.Code
+	}
+	return ""
+}
+
+func waitDone(t *testing.T, c *Container, within time.Duration) {
+	t.Helper()
+	select {
+	case <-c.Done():
+	case <-time.After(within):
+		t.Fatalf("container still running %s later", within)
+	}
+}
+
+func waitGone(t *testing.T, d *Driver, id string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !inspectGone(t, d, id) {
+		if time.Now().After(deadline) {
+			t.Fatalf("container %s still exists on the engine", id)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestCloseRemovesTheContainer(t *testing.T) {
+	d := newTestDriver(t)
+	s := start(t, d, driver.Config{ID: "close-" + randID()})
+	if err := s.c.Close(context.Background()); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if !inspectGone(t, d, s.c.ID()) {
+		t.Error("container still exists after Close")
+	}
+	waitDone(t, s.c, time.Second)
+	if err := s.c.Err(); err != nil {
+		t.Errorf("Err after Close = %v, want nil", err)
+	}
+	if err := s.c.Close(context.Background()); err != nil {
+		t.Errorf("second Close: %v, want nil (idempotent)", err)
+	}
+	if err := s.c.Pause(context.Background()); codeOf(err) != CodeDead {
+		t.Errorf("Pause after Close = %v, want code %s", err, CodeDead)
+	}
+}
+
+func TestAgentVolumeIsSharedAndRefilledAfterGC(t *testing.T) {
+	d := newTestDriver(t)
+	a := start(t, d, driver.Config{ID: "vol-" + randID()})
+	b := start(t, d, driver.Config{ID: "vol-" + randID()})
+	vol := func(s *started) string {
+		ins, err := d.cli.ContainerInspect(context.Background(), s.c.ID())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range ins.Mounts {
+			if m.Destination == agentDir {
+				if m.RW {
+					t.Errorf("agent volume %s is mounted read-write", m.Name)
+				}
+				return m.Name
+			}
+		}
+		t.Fatalf("no agent mount in %+v", ins.Mounts)
+		return ""
+	}
+	va, vb := vol(a), vol(b)
+	if va != vb || !strings.HasPrefix(va, "sandboxkit-agent-") {
+		t.Fatalf("agent volumes %q and %q, want one shared sandboxkit-agent-* volume", va, vb)
+	}
+	a.c.Close(testCtx(t))
+	b.c.Close(testCtx(t))
+	// An owner with no containers: only the unused agent volume goes, and
+	// other processes' sandboxes on this engine are left alone.
+	if _, err := GC(testCtx(t), GCOptions{Owner: "nobody-" + randID()}); err != nil {
+		t.Fatalf("GC: %v", err)
+	}
+	if _, err := d.cli.VolumeInspect(context.Background(), va); err == nil {
+		t.Fatalf("GC left the unused agent volume %s", va)
+	}
+	// The driver still believes the volume is filled; Start must recover.
+	c := start(t, d, driver.Config{ID: "vol-" + randID()})
+	if _, code := c.run(t, "true"); code != 0 {
+		t.Fatal("sandbox after GC of the agent volume does not work")
+	}
+}
+
+func TestClosingTheStreamEndsTheAgentAndTheContainer(t *testing.T) {
+	// A crashed host closes its end of the attach stream; nothing may keep
+	// running afterwards.
+	d := newTestDriver(t)
+	s := start(t, d, driver.Config{ID: "stream-" + randID()})
+	if _, code := s.run(t, "true"); code != 0 {
+		t.Fatal("sandbox not working")
+	}
+	s.cl.Close()
+	waitDone(t, s.c, 10*time.Second)
+	waitGone(t, d, s.c.ID())
+	if err := s.c.Err(); codeOf(err) != CodeDead {
+		t.Errorf("Err = %v, want code %s", err, CodeDead)
+	}
+}
+
+func TestKilledContainerIsReportedDead(t *testing.T) {
+	d := newTestDriver(t)
+	s := start(t, d, driver.Config{ID: "kill-" + randID()})
+	if err := d.cli.ContainerKill(context.Background(), s.c.ID(), "KILL"); err != nil {
+		t.Fatal(err)
+	}
+	waitDone(t, s.c, 10*time.Second)
+	err := s.c.Err()
+	if codeOf(err) != CodeDead || !strings.Contains(err.Error(), "killed") {
+		t.Errorf("Err = %v, want code %s saying it was killed", err, CodeDead)
+	}
+	if err := s.c.Resume(context.Background()); codeOf(err) != CodeDead {
+		t.Errorf("Resume of a dead container = %v, want code %s", err, CodeDead)
+	}
+}
+
+func TestPausedSandboxMakesNoProgressUntilResumed(t *testing.T) {
+	d := newTestDriver(t)
+	s := start(t, d, driver.Config{ID: "pause-" + randID()})
+	ctx := testCtx(t)
+	if err := s.c.Pause(ctx); err != nil {
+		t.Fatalf("Pause: %v", err)
+	}
+	result := make(chan error, 1)
+	go func() {
+		_, _, err := s.exec(ctx, "true")
+		result <- err
+	}()
+	select {
+	case err := <-result:
+		t.Fatalf("a command finished while paused (err %v)", err)
+	case <-time.After(500 * time.Millisecond):
+	}
+	if err := s.c.Resume(ctx); err != nil {
+		t.Fatalf("Resume: %v", err)
+	}
+	select {
+	case err := <-result:
+		if err != nil {
+			t.Fatalf("command after resume: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("command did not finish after Resume")
+	}
+}
+
+func TestClosingAPausedSandboxRemovesIt(t *testing.T) {
+	d := newTestDriver(t)
+	s := start(t, d, driver.Config{ID: "pauseclose-" + randID()})
+	if err := s.c.Pause(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.c.Close(testCtx(t)); err != nil {
+		t.Fatalf("Close of a paused sandbox: %v", err)
+	}
+	if !inspectGone(t, d, s.c.ID()) {
+		t.Error("paused container still exists after Close")
+	}
+}
+
+func TestGCRemovesLeftoverContainers(t *testing.T) {
+	d := newTestDriver(t)
+	owner := "gc-test-" + randID()
+	left := start(t, d, driver.Config{ID: "gc-" + randID(), Owner: owner})
+	kept := start(t, d, driver.Config{ID: "gckeep-" + randID()})
+
+	removed, err := GC(testCtx(t), GCOptions{Owner: owner, OlderThan: time.Hour})
+	if err != nil || len(removed) != 0 {
+		t.Fatalf("GC with OlderThan an hour removed %v (err %v), want nothing", removed, err)
+	}
+	removed, err = GC(testCtx(t), GCOptions{Owner: owner})
+	if err != nil {
+		t.Fatalf("GC: %v", err)
+	}
+	if len(removed) != 1 || removed[0] != "sandboxkit-"+left.c.iso.Extra["container_name"][len("sandboxkit-"):] {
+		t.Fatalf("GC removed %v, want only %s", removed, left.c.iso.Extra["container_name"])
+	}
+	waitDone(t, left.c, 10*time.Second)
+	if inspectGone(t, d, kept.c.ID()) {
+		t.Fatal("GC removed a container of another owner")
+	}
+	if _, code := kept.run(t, "true"); code != 0 {
+		t.Error("the other owner's sandbox stopped working")
+	}
+}
+
+func TestSameSandboxIDTwiceIsAConflict(t *testing.T) {
+	d := newTestDriver(t)
+	id := "dup-" + randID()
+	start(t, d, driver.Config{ID: id})
+	_, err := d.Start(testCtx(t), driver.Config{ID: id})
+	if codeOf(err) != CodeExists || !strings.Contains(err.Error(), "sandboxkit gc") {
+		t.Fatalf("second Start with the same id = %v, want code %s mentioning sandboxkit gc", err, CodeExists)
+	}
+}
+
+func TestEngineDownIsABackendError(t *testing.T) {
+	// No engine needed: the point is that there is none.
+	t.Setenv("DOCKER_HOST", "unix:///nonexistent")
+	d := New(WithImage("sandboxkit/python:test"))
+	defer d.Close()
+	_, err := d.Start(testCtx(t), driver.Config{ID: "down"})
+	if codeOf(err) != CodeBackend {
+		t.Fatalf("Start against a dead socket = %v, want code %s", err, CodeBackend)
+	}
+	for _, want := range []string{"unix:///nonexistent", "DOCKER_HOST"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("message %q does not mention %q", err, want)
+		}
+	}
+}
+
+func TestMissingImage(t *testing.T) {
+	needEngine(t)
+	// A registry on this machine that knows no image: the engine's pull
+	// fails without any traffic leaving the host.
+	var mu sync.Mutex
+	var asked []string
+	reg := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		asked = append(asked, r.URL.Path)
+		mu.Unlock()
+		http.NotFound(w, r)
+	}))
+	defer reg.Close()
+	regHost := strings.TrimPrefix(reg.URL, "http://")
+
+	tests := []struct {
+		name   string
+		image  string
+		pull   PullPolicy
+		wantIn string
+	}{
+		{"a missing image with pulls off says how to get it", "sandboxkit/absent:" + randID(), PullNever, "pulling is off"},
+		{"an image no registry has cannot be pulled", regHost + "/sandboxkit/absent:" + randID(), PullMissing, "cannot be pulled"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := newTestDriver(t, WithImage(tt.image), WithPull(tt.pull))
+			var progress []string
+			_, err := d.Start(testCtx(t), driver.Config{ID: "img-" + randID(), Progress: func(s string) { progress = append(progress, s) }})
+			if codeOf(err) != CodeNotFound || !strings.Contains(err.Error(), tt.wantIn) || !strings.Contains(err.Error(), tt.image) {
+				t.Fatalf("Start = %v, want code %s naming the image and saying %q", err, CodeNotFound, tt.wantIn)
+			}
+			if tt.pull == PullMissing && (len(progress) == 0 || !strings.Contains(progress[0], "pulling")) {
+				t.Errorf("progress = %q, want a pulling line", progress)
+			}
+		})
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(asked) == 0 {
+		t.Error("the engine never asked the local registry")
+	}
+}
+
+func TestBadConfigIsRefusedBeforeTouchingTheEngine(t *testing.T) {
+	// resolve runs before any engine call, so a dead engine proves it.
+	t.Setenv("DOCKER_HOST", "unix:///nonexistent")
+	tests := []struct {
+		name string
+		opts []Option
+		cfg  driver.Config
+		code string
+		say  string
+	}{
+		{"an unknown option names the known ones", nil, driver.Config{Options: map[string]string{"imgae": "x"}}, CodeInvalidArgument, "known: image"},
+		{"a user name instead of uid:gid", []Option{WithUser("nobody")}, driver.Config{}, CodeInvalidArgument, "numeric uid:gid"},
+		{"an unknown pull policy", nil, driver.Config{Options: map[string]string{OptPull: "sometimes"}}, CodeInvalidArgument, "missing, never, always"},
+		{"an id that cannot name a container", nil, driver.Config{ID: "a/b"}, CodeInvalidArgument, "cannot name a container"},
+		{"a bad cpu count", nil, driver.Config{Options: map[string]string{OptCPUs: "lots"}}, CodeInvalidArgument, "number of CPUs"},
+		{"a disk quota on a host workspace", nil, driver.Config{Workspace: "/tmp", Limits: driver.Limits{DiskBytes: 1 << 20}}, CodeIsolationUnavailable, "disk quota"},
+		{"a tier above what runc gives", nil, driver.Config{MinTier: driver.TierGVisor}, CodeIsolationUnavailable, "runsc"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := New(tt.opts...)
+			defer d.Close()
+			_, err := d.Start(testCtx(t), tt.cfg)
+			if codeOf(err) != tt.code || !strings.Contains(err.Error(), tt.say) {
+				t.Fatalf("Start = %v, want code %s saying %q", err, tt.code, tt.say)
+			}
+		})
+	}
+}
+
+func TestMissingRuntimeIsRefused(t *testing.T) {
+	d := newTestDriver(t, WithRuntime("runsc-absent"))
+	_, err := d.Start(testCtx(t), driver.Config{ID: "rt-" + randID()})
+	if codeOf(err) != CodeIsolationUnavailable || !strings.Contains(err.Error(), "runc") {
+		t.Fatalf("Start = %v, want code %s listing the engine's runtimes", err, CodeIsolationUnavailable)
+	}
+}
+
+func TestHostWorkspaceIsBindMounted(t *testing.T) {
+	d := newTestDriver(t)
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "in.txt"), []byte("from host"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := start(t, d, driver.Config{ID: "ws-" + randID(), Workspace: dir})
+	if got := s.c.Isolation().HostWorkspace; got != dir {
+		t.Errorf("HostWorkspace = %q, want %q", got, dir)
+	}
+	out, code := s.run(t, "sh", "-c", "cat in.txt && echo back > out.txt")
+	if code != 0 || out != "from host" {
+		t.Fatalf("exit %d %q, want the host file's content", code, out)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "out.txt"))
+	if err != nil || string(b) != "back\n" {
+		t.Fatalf("host sees %q (%v), want the sandbox's write", b, err)
+	}
+}
+
+func TestHostWorkspaceTheUserCannotWriteIsRefused(t *testing.T) {
+	d := newTestDriver(t)
+	dir := t.TempDir() // 0700, owned by the test's user, not 65534
+	_, err := d.Start(testCtx(t), driver.Config{ID: "wsro-" + randID(), Workspace: dir})
+	if os.Getuid() == 65534 {
+		t.Skip("the test runs as the sandbox user")
+	}
+	if codeOf(err) != CodeInvalidArgument || !strings.Contains(err.Error(), "WithUser") {
+		t.Fatalf("Start = %v, want code %s suggesting WithUser", err, CodeInvalidArgument)
+	}
+}
+
+func TestAgentBinaryChecks(t *testing.T) {
+	dynamic, err := exec.LookPath("sh")
+	if err != nil {
+		t.Skip("no sh")
+	}
+	dynamic, _ = filepath.EvalSymlinks(dynamic)
+	static := filepath.Join(t.TempDir(), "agent")
+	cmd := exec.Command("go", "build", "-o", static, agentPkg)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building the agent: %v\n%s", err, out)
+	}
+	tests := []struct {
+		name, path, arch, want string
+	}{
+		{"a static binary of the engine's arch is accepted", static, "amd64", ""},
+		{"another architecture is refused", static, "arm64", "the engine runs arm64"},
+		{"a dynamically linked binary is refused", dynamic, "amd64", "CGO_ENABLED=0"},
+		{"a script is refused", "/etc/passwd", "amd64", "not a Linux ELF binary"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := checkStaticELF(tt.path, tt.arch)
+			if tt.want == "" && err != nil || tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)) {
+				t.Fatalf("checkStaticELF(%s, %s) = %v, want %q", tt.path, tt.arch, err, tt.want)
+			}
+		})
+	}
+	t.Run("a dynamic binary given as the agent is an invalid argument", func(t *testing.T) {
+		_, err := findAgent(context.Background(), dynamic, "amd64")
+		if codeOf(err) != CodeInvalidArgument || !strings.Contains(err.Error(), "go build") {
+			t.Fatalf("agentFor = %v, want code %s with build instructions", err, CodeInvalidArgument)
+		}
+	})
+	t.Run("a given static agent is used as is", func(t *testing.T) {
+		needEngine(t)
+		d := newTestDriver(t, WithAgentBinary(static))
+		dropAgentVolume(t, d, static)
+		s := start(t, d, driver.Config{ID: "agentbin-" + randID()})
+		if got := s.c.Isolation().Extra["agent"]; got != "docker agent option" {
+			t.Errorf("agent source %q, want the option", got)
+		}
+	})
+}
+
+func TestHostWorkspaceOwnerBecomesTheSandboxUser(t *testing.T) {
+	d := newTestDriver(t)
+	dir := t.TempDir()
+	uid := os.Getuid()
+	if uid == 0 {
+		uid = 1234
+		if err := os.Chown(dir, uid, uid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := start(t, d, driver.Config{ID: "wsown-" + randID(), Workspace: dir})
+	out, code := s.run(t, "sh", "-c", "id -u && echo made > made.txt")
+	if code != 0 || strings.TrimSpace(out) != strconv.Itoa(uid) {
+		t.Fatalf("exit %d %q, want to run as the workspace owner %d", code, out, uid)
+	}
+	st, err := os.Stat(filepath.Join(dir, "made.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := st.Sys().(*syscall.Stat_t).Uid; int(got) != uid {
+		t.Errorf("the host sees the sandbox's file owned by %d, want %d", got, uid)
+	}
+}
+
+func TestOOMKilledContainerSaysSo(t *testing.T) {
+	d := newTestDriver(t)
+	// tmpfs pages are charged to the container's memory and cannot be
+	// reclaimed, so filling the workspace past the limit leaves the OOM
+	// killer nothing but the processes, the agent included.
+	s := start(t, d, driver.Config{ID: "oom-" + randID(), Limits: driver.Limits{MemoryBytes: 48 << 20, DiskBytes: 256 << 20}})
+	_, _, _ = s.exec(testCtx(t), "sh", "-c", "dd if=/dev/zero of=/workspace/fill bs=1M count=200; sleep 5")
+	waitDone(t, s.c, 20*time.Second)
+	err := s.c.Err()
+	if codeOf(err) != CodeDead || !strings.Contains(err.Error(), "OOM killer") || !strings.Contains(err.Error(), "MemoryBytes") {
+		t.Fatalf("Err = %v, want code %s naming the OOM killer and the memory limit", err, CodeDead)
+	}
+}

@@ -1,0 +1,127 @@
+package docker_test
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sandboxkit/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandboxkit/sandbox/docker"
+	"github.com/sandboxkit/sandboxkit/sandbox/sandboxtest"
+)
+
+// These tests drive the backend through the public API, as a user does.
+
+func testImage() string {
+	if s := os.Getenv("SANDBOXKIT_DOCKER_IMAGE"); s != "" {
+		return s
+	}
+	return "sandboxkit/python:test"
+}
+
+// newSandbox creates a sandbox on the docker backend with the test image,
+// skipping (or failing, when SANDBOXKIT_REQUIRE names docker) without an
+// engine.
+func newSandbox(t testing.TB, opts ...sandbox.Option) *sandbox.Sandbox {
+	t.Helper()
+	d := docker.New(docker.WithImage(testImage()), docker.WithPull(docker.PullNever))
+	t.Cleanup(func() { d.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	sb, err := sandbox.New(ctx, append([]sandbox.Option{sandbox.WithDriver(d), sandbox.WithOwner("sandboxkit-docker-test")}, opts...)...)
+	if err != nil {
+		if strings.Contains(err.Error(), "cannot reach the Docker engine") || strings.Contains(err.Error(), "pulling is off") {
+			if strings.Contains(os.Getenv("SANDBOXKIT_REQUIRE"), "docker") {
+				t.Fatalf("SANDBOXKIT_REQUIRE contains docker, but: %v", err)
+			}
+			t.Skipf("no usable Docker engine or test image (run .ci/docker/start-engine.sh and build-image.sh): %v", err)
+		}
+		t.Fatalf("sandbox.New: %v", err)
+	}
+	t.Cleanup(func() { sb.Close() })
+	return sb
+}
+
+func TestSandboxOnDocker(t *testing.T) {
+	sb := newSandbox(t, sandbox.WithLimits(sandbox.Limits{CPUSeconds: 1, FileSizeBytes: 1 << 20}))
+	ctx := context.Background()
+	info := sb.Info()
+	if info.Backend != "docker" || info.Isolation != sandbox.TierContainer || info.Workspace != "/workspace" {
+		t.Errorf("info = backend %s tier %s workspace %s, want docker/container//workspace", info.Backend, info.Isolation, info.Workspace)
+	}
+	sh := func(script string) []string { return []string{"sh", "-c", script} }
+	tests := []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"a command sees the workspace as its directory", sh("pwd"), 0, "/workspace"},
+		{"the host environment does not leak in", sh("env | grep -c DOCKER_HOST || true"), 0, "0"},
+		{"python with numpy runs", []string{"python3", "-c", "import numpy; print(numpy.ones(3).sum())"}, 0, "3.0"},
+		// The agent applies these per process; the backend declared them
+		// as RLIMIT_ mechanisms. Args, not a shell, so the limited process
+		// is the one the agent started.
+		{"the CPU-time limit stops a busy loop", []string{"python3", "-c", "while True: pass"}, -1, ""},
+		{"the file-size limit stops a big write", []string{"python3", "-c", "open('big', 'wb').write(bytes(4 << 20))"}, 1, "File too large"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res, err := sb.Commands.Run(ctx, sandbox.Command{Args: tt.args, Timeout: 20 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			out := res.Stdout + res.Stderr
+			killed := tt.code == -1 && res.Signal != "" && !res.TimedOut
+			if !killed && res.ExitCode != tt.code || !strings.Contains(out, tt.want) {
+				t.Fatalf("%q: exit %d signal %q output %q; want exit %d containing %q", tt.args, res.ExitCode, res.Signal, out, tt.code, tt.want)
+			}
+		})
+	}
+	if err := sb.Files.Write(ctx, "hello.txt", []byte("hi"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := sb.Files.ReadFile(ctx, "hello.txt"); err != nil || string(b) != "hi" {
+		t.Fatalf("read back %q, %v", b, err)
+	}
+}
+
+// BenchmarkSandboxCommand is a tool call's cost through the public API
+// (compare with BenchmarkCommand/docker-exec).
+func BenchmarkSandboxCommand(b *testing.B) {
+	sb := newSandbox(b)
+	ctx := context.Background()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		res, err := sb.Commands.Run(ctx, sandbox.Command{Args: []string{"true"}})
+		if err != nil || res.ExitCode != 0 {
+			b.Fatalf("%+v %v", res, err)
+		}
+	}
+}
+
+// BenchmarkSandboxNew is sandbox creation through the public API (compare
+// with BenchmarkStart/docker-run-rm-true).
+func BenchmarkSandboxNew(b *testing.B) {
+	newSandbox(b) // skip early without an engine
+	d := docker.New(docker.WithImage(testImage()), docker.WithPull(docker.PullNever))
+	defer d.Close()
+	ctx := context.Background()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		sb, err := sandbox.New(ctx, sandbox.WithDriver(d), sandbox.WithOwner("sandboxkit-docker-bench"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		sb.Close()
+	}
+}
+
+// TestContract runs the contract suite every backend passes.
+func TestContract(t *testing.T) {
+	sandboxtest.RunContract(t, func(t *testing.T, opts ...sandbox.Option) *sandbox.Sandbox {
+		return newSandbox(t, opts...)
+	})
+}

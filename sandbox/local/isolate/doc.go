@@ -1,0 +1,73 @@
+// Package isolate builds the kernel boundary of sandboxkit's local backend:
+// Linux user, mount, pid, net, ipc, uts and cgroup namespaces, a read-only
+// view of the host's system directories, Landlock, a seccomp deny-list,
+// capabilities dropped, rlimits and cgroups. It holds only the mechanisms;
+// the launcher (sandbox/local) starts the processes and the agent
+// (sandbox/agent) serves requests inside.
+//
+// # Threat model
+//
+// Everything that runs inside the sandbox is hostile: code an LLM wrote,
+// possibly steered by prompt injection. It may try to read host secrets,
+// write outside its workspace, reach the network, signal or trace host
+// processes, exhaust the host's memory, pids or disk, or outlive the
+// sandbox. The host process (the Go program importing sandboxkit) and the
+// kernel are trusted. A kernel bug is out of scope; a missing control is
+// not: what cannot be enforced is refused by Prepare or listed as a gap in
+// Report, never silently skipped.
+//
+// # Life of a sandbox
+//
+// Host side: Prepare decides the plan for a Spec on this machine (tier,
+// cgroups, uid mapping) or refuses it with an error naming what is missing.
+// The launcher starts /proc/self/exe with Handle.SysProcAttr, calls
+// Handle.Started (which moves the child into its cgroups) and only then
+// writes the configuration to the child's fd 3. Freeze, Thaw, KillAll,
+// SaveWorkspace and Cleanup act on the running sandbox; Report says
+// exactly which mechanism enforces each control.
+//
+// Child, stage "init": Enter runs on the locked main thread, applies the
+// whole boundary (see enter.go for the steps and what each one prevents)
+// and execs /proc/self/exe again as stage "agent". Every per-thread
+// attribute (capabilities, securebits, no_new_privs, the Landlock domain,
+// the seccomp filter) is set on the thread that calls execve, so the new
+// image starts with exactly that state and no other thread matters; this
+// also works where cgo is linked (go test -race), where
+// syscall.AllThreadsSyscall is unavailable.
+//
+// Child, stage "agent": Complete checks that the boundary is in force and
+// makes the agent a child subreaper in the landlock tier.
+//
+// # Tiers
+//
+// TierNamespace needs user namespaces in which mounts work (detected by
+// trying: a clone(CLONE_NEWUSER) that may not mount, as under Ubuntu's
+// AppArmor restriction, does not count). TierLandlock is for hosts without
+// them: Landlock confines the filesystem, seccomp allows only AF_UNIX
+// sockets when there is no network, the agent is a subreaper; host pids stay
+// visible (Landlock's signal scope stops signals to them on ABI 6+). The
+// process tier gets nothing from this package but Rlimits.
+//
+// # Identity
+//
+// The sandbox's root is mapped to one unprivileged host uid, never to host
+// root: when the host runs as root, Prepare picks a fresh uid (and gid) per
+// sandbox from a reserved range, so file permissions alone deny /etc/shadow
+// and RLIMIT_NPROC applies; when the host is unprivileged it is the host
+// user's own uid. As root, the workspace is chowned to that uid for the
+// sandbox's lifetime and Cleanup gives every file in it back to the
+// workspace's original owner.
+//
+// # Disk quota
+//
+// With Limits.DiskBytes set, /workspace is a tmpfs of exactly that size
+// (a hard quota: writes past it fail with ENOSPC), seeded by Enter with a
+// copy of the host workspace. The data lives in that tmpfs, in memory,
+// charged to the sandbox's memory cgroup, so Prepare refuses a quota plus
+// /tmp size that does not fit under the memory limit. The host directory
+// is not changed while the sandbox runs: Handle.SaveWorkspace copies the
+// tmpfs back into it (the launcher calls it before KillAll when the
+// workspace is kept, and CopyOut can read the live tmpfs through
+// Handle.WorkspaceRoot). Without DiskBytes the host directory itself is
+// bind-mounted read-write and there is no quota.
+package isolate

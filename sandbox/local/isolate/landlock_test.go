@@ -1,0 +1,80 @@
+package isolate
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/sandboxkit/sandboxkit/sandbox/driver"
+)
+
+func llSpec(t *testing.T) Spec { return newSpec(t, driver.TierLandlock) }
+
+// The landlock tier shares the host's mount, pid and net namespaces; these
+// are the controls it claims.
+func TestLandlockTierControls(t *testing.T) {
+	requireTier(t, driver.TierLandlock)
+	outside, err := os.MkdirTemp("", "isolate-outside-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(outside, 0o777)
+	t.Cleanup(func() { os.RemoveAll(outside) })
+	runCases(t, llSpec, []probeCase{
+		{name: "privileges are gone",
+			probe: "grep -E '^(CapEff|NoNewPrivs|Seccomp):' /proc/self/status",
+			want:  []string{"CapEff:\t0000000000000000", "NoNewPrivs:\t1", "Seccomp:\t2"}},
+		{name: "system directories and other host directories are read-only",
+			probe: fmt.Sprintf("for f in /etc/x /usr/x /x %s/x; do touch $f && echo WROTE $f; done; echo done", outside),
+			want:  []string{"done"}, deny: []string{"WROTE"}},
+		{name: "workspace and TMPDIR are writable",
+			probe: `echo a > "$HOME/f" && echo b > "$TMPDIR/f" && echo OK`, want: []string{"OK"}},
+		{name: "shadow is unreadable",
+			probe: "cat /etc/shadow && echo READ", deny: []string{"READ"}},
+		{name: "host home is not readable",
+			probe: "ls /root && echo LISTED; cat /root/.bashrc && echo READ", deny: []string{"LISTED", "READ"}},
+		{name: "host pid cannot be signalled",
+			probe: fmt.Sprintf("kill -0 %d && echo SIGNALLED", os.Getpid()), deny: []string{"SIGNALLED"}},
+		{name: "raw syscalls fail", probe: "unshare -Ur id && echo UNSHARED; mount -t tmpfs x $TMPDIR && echo MOUNTED",
+			deny: []string{"UNSHARED", "MOUNTED"}},
+	})
+	t.Run("network is refused", func(t *testing.T) {
+		tcp, udp, sock, reached := listeners(t)
+		out, _ := run(t, llSpec(t), "exec 2>&1\n"+netProbe(tcp, udp, sock))
+		for _, name := range []string{"py-tcp", "py-mptcp", "py-udp", "curl", "devtcp"} {
+			if !strings.Contains(out, name+":fail") {
+				t.Errorf("%s was not refused:\n%s", name, out)
+			}
+		}
+		if got := reached(); len(got) > 0 && !(len(got) == 1 && got[0] == "unix") {
+			t.Errorf("host listeners were reached: %v\n%s", got, out)
+		}
+	})
+}
+
+func TestLandlockTierReportsItsGaps(t *testing.T) {
+	requireTier(t, driver.TierLandlock)
+	h, err := Prepare(llSpec(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Cleanup()
+	rep := h.Report()
+	gaps := strings.Join(rep.Gaps, "\n")
+	for _, want := range []string{"host processes are visible"} {
+		if !strings.Contains(gaps, want) {
+			t.Errorf("gaps lack %q:\n%s", want, gaps)
+		}
+	}
+	if Probe().LandlockABI < 9 && !strings.Contains(gaps, "unix sockets") {
+		t.Errorf("Landlock ABI %d: gaps must name pathname unix sockets:\n%s", Probe().LandlockABI, gaps)
+	}
+	if rep.WorkspacePath != h.Spec().HostWorkspace {
+		t.Errorf("WorkspacePath %q, want the host path", rep.WorkspacePath)
+	}
+	if tmp := h.TmpDir(); !strings.HasPrefix(tmp, os.TempDir()) || filepath.Base(tmp) == "tmp" {
+		t.Errorf("TmpDir %q is not a private directory", tmp)
+	}
+}

@@ -1,0 +1,140 @@
+package isolate
+
+import (
+	"fmt"
+	"runtime"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// deniedSyscalls fail with EPERM inside every sandbox. Capabilities are
+// already gone when the filter is installed, so most of these would fail
+// anyway; the filter is the second wall for the day a capability check has
+// a hole, and the only wall for the ones that need no capability at all
+// (userfaultfd, io_uring, perf_event_open, keyctl, ptrace of a sibling,
+// unshare of a user namespace).
+var deniedSyscalls = []uintptr{
+	// Mount table changes: a process with capabilities in the user
+	// namespace remounted a read-only bind read-write (ISOLATION.md).
+	unix.SYS_MOUNT, unix.SYS_UMOUNT2, unix.SYS_PIVOT_ROOT, unix.SYS_CHROOT,
+	unix.SYS_OPEN_TREE, unix.SYS_OPEN_TREE_ATTR, unix.SYS_MOVE_MOUNT, unix.SYS_FSOPEN, unix.SYS_FSCONFIG,
+	unix.SYS_FSMOUNT, unix.SYS_FSPICK, unix.SYS_MOUNT_SETATTR,
+	// New namespaces: a fresh user namespace gives back every capability.
+	unix.SYS_UNSHARE, unix.SYS_SETNS,
+	// Tracing: PTRACE_TRACEME made the host's Go parent the tracer.
+	unix.SYS_PTRACE, unix.SYS_PROCESS_VM_READV, unix.SYS_PROCESS_VM_WRITEV, unix.SYS_KCMP,
+	// Large kernel attack surface, rarely needed by agent code.
+	unix.SYS_BPF, unix.SYS_PERF_EVENT_OPEN, unix.SYS_USERFAULTFD,
+	unix.SYS_IO_URING_SETUP, unix.SYS_IO_URING_ENTER, unix.SYS_IO_URING_REGISTER,
+	unix.SYS_KEYCTL, unix.SYS_ADD_KEY, unix.SYS_REQUEST_KEY,
+	unix.SYS_NAME_TO_HANDLE_AT, unix.SYS_OPEN_BY_HANDLE_AT, unix.SYS_FANOTIFY_INIT,
+	// Whole-machine state.
+	unix.SYS_KEXEC_LOAD, unix.SYS_KEXEC_FILE_LOAD, unix.SYS_INIT_MODULE, unix.SYS_FINIT_MODULE,
+	unix.SYS_DELETE_MODULE, unix.SYS_REBOOT, unix.SYS_SWAPON, unix.SYS_SWAPOFF, unix.SYS_ACCT,
+	unix.SYS_QUOTACTL, unix.SYS_QUOTACTL_FD, unix.SYS_SYSLOG, unix.SYS_SETTIMEOFDAY,
+	unix.SYS_CLOCK_SETTIME, unix.SYS_CLOCK_ADJTIME, unix.SYS_ADJTIMEX, unix.SYS_IOPL, unix.SYS_IOPERM,
+	unix.SYS_VHANGUP, unix.SYS_USELIB, unix.SYS__SYSCTL, unix.SYS_LOOKUP_DCOOKIE,
+}
+
+// nsCloneFlags are the clone(2) flags that create namespaces; clone with
+// any of them fails with EPERM.
+const nsCloneFlags = unix.CLONE_NEWNS | unix.CLONE_NEWUTS | unix.CLONE_NEWIPC | unix.CLONE_NEWUSER |
+	unix.CLONE_NEWPID | unix.CLONE_NEWNET | unix.CLONE_NEWCGROUP | unix.CLONE_NEWTIME
+
+// Offsets into struct seccomp_data.
+const (
+	offNr   = 0
+	offArch = 4
+	offArg0 = 16 // low 32 bits on little-endian
+	offArg1 = 24
+)
+
+// x32ABI marks x32 syscall numbers, which reach the same kernel entry
+// points under other numbers and would slip past the deny-list.
+const x32ABI = 0x40000000
+
+type bpfProg []unix.SockFilter
+
+func (p *bpfProg) stmt(code uint16, k uint32) {
+	*p = append(*p, unix.SockFilter{Code: code, K: k})
+}
+
+// retIf appends "if A == k return ret".
+func (p *bpfProg) retIf(k, ret uint32) {
+	*p = append(*p, unix.SockFilter{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, Jt: 0, Jf: 1, K: k})
+	p.stmt(unix.BPF_RET|unix.BPF_K, ret)
+}
+
+func errnoRet(e unix.Errno) uint32 { return unix.SECCOMP_RET_ERRNO | uint32(e) }
+
+// seccompProgram builds the filter. With socketFilter, socket(2) succeeds
+// only for AF_UNIX: that is how the landlock tier, which shares the host's
+// network stack, enforces "no network" (Landlock's own network rules cover
+// TCP only; MPTCP and UDP got through in experiments).
+func seccompProgram(socketFilter bool) (bpfProg, error) {
+	if runtime.GOARCH != "amd64" {
+		return nil, fmt.Errorf("isolate: the seccomp filter is written for amd64, not %s", runtime.GOARCH)
+	}
+	var p bpfProg
+	// A foreign architecture's syscall numbers mean other syscalls: kill.
+	p.stmt(unix.BPF_LD|unix.BPF_W|unix.BPF_ABS, offArch)
+	p = append(p, unix.SockFilter{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, Jt: 1, Jf: 0, K: unix.AUDIT_ARCH_X86_64})
+	p.stmt(unix.BPF_RET|unix.BPF_K, unix.SECCOMP_RET_KILL_PROCESS)
+	p.stmt(unix.BPF_LD|unix.BPF_W|unix.BPF_ABS, offNr)
+	p = append(p, unix.SockFilter{Code: unix.BPF_JMP | unix.BPF_JGE | unix.BPF_K, Jt: 0, Jf: 1, K: x32ABI})
+	p.stmt(unix.BPF_RET|unix.BPF_K, errnoRet(unix.EPERM))
+	for _, nr := range deniedSyscalls {
+		p.retIf(uint32(nr), errnoRet(unix.EPERM))
+	}
+	// clone3 passes its flags in memory that BPF cannot read: ENOSYS makes
+	// libc and Go fall back to clone, whose flags are checked below.
+	p.retIf(unix.SYS_CLONE3, errnoRet(unix.ENOSYS))
+
+	// The argument checks below load a new A, so each ends in a return.
+	argCheck := func(nr uint32, build func(q *bpfProg)) {
+		var q bpfProg
+		build(&q)
+		p = append(p, unix.SockFilter{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, Jt: 0, Jf: uint8(len(q)), K: nr})
+		p = append(p, q...)
+	}
+	argCheck(unix.SYS_CLONE, func(q *bpfProg) {
+		q.stmt(unix.BPF_LD|unix.BPF_W|unix.BPF_ABS, offArg0)
+		*q = append(*q, unix.SockFilter{Code: unix.BPF_JMP | unix.BPF_JSET | unix.BPF_K, Jt: 0, Jf: 1, K: nsCloneFlags})
+		q.stmt(unix.BPF_RET|unix.BPF_K, errnoRet(unix.EPERM))
+		q.stmt(unix.BPF_RET|unix.BPF_K, unix.SECCOMP_RET_ALLOW)
+	})
+	// TIOCSTI and TIOCLINUX push input into a terminal another process
+	// reads from.
+	argCheck(unix.SYS_IOCTL, func(q *bpfProg) {
+		q.stmt(unix.BPF_LD|unix.BPF_W|unix.BPF_ABS, offArg1)
+		q.retIf(unix.TIOCSTI, errnoRet(unix.EPERM))
+		q.retIf(unix.TIOCLINUX, errnoRet(unix.EPERM))
+		q.stmt(unix.BPF_RET|unix.BPF_K, unix.SECCOMP_RET_ALLOW)
+	})
+	if socketFilter {
+		argCheck(unix.SYS_SOCKET, func(q *bpfProg) {
+			q.stmt(unix.BPF_LD|unix.BPF_W|unix.BPF_ABS, offArg0)
+			q.retIf(unix.AF_UNIX, unix.SECCOMP_RET_ALLOW)
+			q.stmt(unix.BPF_RET|unix.BPF_K, errnoRet(unix.EACCES))
+		})
+	}
+	p.stmt(unix.BPF_RET|unix.BPF_K, unix.SECCOMP_RET_ALLOW)
+	if len(p) > 4096 {
+		return nil, fmt.Errorf("isolate: seccomp program too long (%d)", len(p))
+	}
+	return p, nil
+}
+
+// installSeccomp loads the filter on the calling thread only (no TSYNC):
+// Enter runs it on the thread that then calls execve, and the new image
+// inherits it. no_new_privs must already be set.
+func installSeccomp(p bpfProg) error {
+	fprog := unix.SockFprog{Len: uint16(len(p)), Filter: &p[0]}
+	_, _, e := unix.RawSyscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, 0, uintptr(unsafe.Pointer(&fprog)))
+	runtime.KeepAlive(p)
+	if e != 0 {
+		return fmt.Errorf("isolate: seccomp(SET_MODE_FILTER): %w", e)
+	}
+	return nil
+}

@@ -1,0 +1,371 @@
+package sandboxtest
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sandboxkit/sandboxkit/sandbox"
+)
+
+var environmentTests = []contractTest{
+	{name: "MinimalEnvironmentWithoutHostVariables", serial: true, run: testMinimalEnv},
+}
+
+func testMinimalEnv(t *testing.T, newSandbox Factory) {
+	// The agent's API key lives in the host process: it must never reach
+	// the sandbox, whatever the backend inherits.
+	const fake = "sk-sandboxkit-contract-fake-key"
+	t.Setenv("OPENAI_API_KEY", fake)
+	t.Setenv("SANDBOXKIT_CONTRACT_HOST_ONLY", "1")
+	b := open(t, newSandbox, sandbox.WithEnv(map[string]string{"ADDED_BY_CALLER": "yes"}))
+	res := b.run(sandbox.Command{Args: []string{"env"}})
+	if strings.Contains(res.Stdout, fake) || strings.Contains(res.Stdout, "SANDBOXKIT_CONTRACT_HOST_ONLY") {
+		t.Fatalf("a host variable reached the sandbox:\n%s", res.Stdout)
+	}
+	got := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(res.Stdout), "\n") {
+		k, v, _ := strings.Cut(line, "=")
+		got[k] = v
+	}
+	keys := make([]string, 0, len(got))
+	for k := range got {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	want := []string{"ADDED_BY_CALLER", "HOME", "LANG", "PATH", "TERM"}
+	if !slices.Equal(keys, want) {
+		t.Fatalf("environment has %v, want exactly %v:\n%s", keys, want, res.Stdout)
+	}
+	if got["TERM"] != "dumb" || got["ADDED_BY_CALLER"] != "yes" {
+		t.Fatalf("TERM=%q ADDED_BY_CALLER=%q, want dumb and yes", got["TERM"], got["ADDED_BY_CALLER"])
+	}
+	// Per-command variables are added for that command only.
+	res = b.run(sandbox.Command{Shell: `echo "$PER_CMD"`, Env: map[string]string{"PER_CMD": "v1"}})
+	if res.Stdout != "v1\n" {
+		t.Fatalf("per-command env: got %q", res.Stdout)
+	}
+	res = b.run(sandbox.Command{Shell: `echo "${PER_CMD-unset}"`})
+	if res.Stdout != "unset\n" {
+		t.Fatalf("per-command env leaked into the next command: got %q", res.Stdout)
+	}
+}
+
+var commandTests = []contractTest{
+	{name: "ArgvIsPassedUnchanged", run: testArgv},
+	{name: "ShellStringRunsUnderSh", run: testShell},
+	{name: "DirIsRelativeToWorkspace", run: testDir},
+	{name: "StdinIsCopiedToTheCommand", run: testStdin},
+	{name: "NonZeroExitIsData", run: testExitCode},
+	{name: "MissingProgramIsNotFound", run: testMissingProgram},
+	{name: "OutputStreamsInOrderWhileRunning", run: testStreaming},
+	{name: "TimeoutKillsTreeAndReturnsPartialOutput", run: testTimeoutPartial},
+	{name: "TimeoutKillsChildIgnoringSIGTERM", run: testTimeoutIgnoresTerm},
+	{name: "TimeoutKillsChildHoldingThePipe", run: testTimeoutPipeHolder},
+	{name: "BackgroundChildDoesNotHangRun", run: testBackgroundChild},
+	{name: "TimeoutAboveMaximumIsRefused", run: testMaxTimeout},
+	{name: "OutputPastCapIsCutWithMarker", run: testOutputCap},
+	{name: "ConcurrentCommandsDoNotBlockEachOther", run: testConcurrentCommands},
+}
+
+func testArgv(t *testing.T, newSandbox Factory) {
+	b := open(t, newSandbox)
+	res := b.run(sandbox.Command{Args: []string{"printf", "[%s]", "two words", "$HOME", "'q'", ""}})
+	if res.Stdout != "[two words][$HOME]['q'][]" {
+		t.Fatalf("argv was not passed unchanged: %q", res.Stdout)
+	}
+	if res.Duration <= 0 {
+		t.Fatalf("Duration = %v, want > 0", res.Duration)
+	}
+	_, err := b.sb.Commands.Run(b.ctx(), sandbox.Command{Args: []string{"true"}, Shell: "true"})
+	wantCode(t, "Args and Shell together", err, sandbox.CodeInvalidArgument)
+	_, err = b.sb.Commands.Run(b.ctx(), sandbox.Command{})
+	wantCode(t, "empty command", err, sandbox.CodeInvalidArgument)
+}
+
+func testShell(t *testing.T, newSandbox Factory) {
+	b := open(t, newSandbox)
+	res := b.run(sandbox.Command{Shell: `x=$((6*7)); echo "$x" | tr 4 X; echo err >&2`})
+	if res.Stdout != "X2\n" || res.Stderr != "err\n" {
+		t.Fatalf("stdout %q stderr %q, want \"X2\\n\" and \"err\\n\"", res.Stdout, res.Stderr)
+	}
+}
+
+func testDir(t *testing.T, newSandbox Factory) {
+	b := open(t, newSandbox)
+	if err := b.sb.Files.Mkdir(b.ctx(), "sub/deeper"); err != nil {
+		t.Fatal(err)
+	}
+	ws := b.sb.Info().Workspace
+	for _, tc := range []struct{ dir, want string }{
+		{"", ws},
+		{"sub/deeper", ws + "/sub/deeper"},
+		{ws + "/sub", ws + "/sub"},
+	} {
+		res := b.run(sandbox.Command{Args: []string{"pwd"}, Dir: tc.dir})
+		if got := strings.TrimSpace(res.Stdout); got != tc.want {
+			t.Errorf("Dir %q: pwd = %q, want %q", tc.dir, got, tc.want)
+		}
+	}
+	_, err := b.sb.Commands.Run(b.ctx(), sandbox.Command{Args: []string{"pwd"}, Dir: "../.."})
+	wantCode(t, "Dir ../..", err, sandbox.CodePathEscape)
+	_, err = b.sb.Commands.Run(b.ctx(), sandbox.Command{Args: []string{"pwd"}, Dir: "no-such-dir"})
+	wantCode(t, "missing Dir", err, sandbox.CodeNotFound)
+}
+
+func testStdin(t *testing.T, newSandbox Factory) {
+	b := open(t, newSandbox)
+	res := b.run(sandbox.Command{Args: []string{"wc", "-l"}, Stdin: strings.NewReader("a\nb\nc\n")})
+	if strings.TrimSpace(res.Stdout) != "3" {
+		t.Fatalf("wc -l of 3 lines printed %q", res.Stdout)
+	}
+	// More than the protocol's flow-control window: stdin must be paced,
+	// not dropped or deadlocked.
+	const n = 3<<20 + 17
+	res = b.run(sandbox.Command{Args: []string{"wc", "-c"}, Stdin: strings.NewReader(strings.Repeat("z", n))})
+	if strings.TrimSpace(res.Stdout) != fmt.Sprint(n) {
+		t.Fatalf("wc -c of %d bytes printed %q", n, res.Stdout)
+	}
+	// Without Stdin a command reads end of file at once instead of hanging.
+	res = b.run(sandbox.Command{Args: []string{"cat"}, Timeout: 10 * time.Second})
+	if res.Stdout != "" {
+		t.Fatalf("cat without stdin printed %q", res.Stdout)
+	}
+}
+
+func testExitCode(t *testing.T, newSandbox Factory) {
+	b := open(t, newSandbox)
+	for _, tc := range []struct {
+		shell  string
+		code   int
+		signal string
+	}{
+		{"exit 0", 0, ""},
+		{"echo partial; exit 7", 7, ""},
+		{"kill -9 $$", 137, "SIGKILL"},
+	} {
+		res, err := b.sb.Commands.Run(b.ctx(), sandbox.Command{Shell: tc.shell})
+		if err != nil {
+			t.Fatalf("%q: a finished command is not an error: %v", tc.shell, err)
+		}
+		if res.ExitCode != tc.code || res.Signal != tc.signal {
+			t.Errorf("%q: exit %d signal %q, want %d %q", tc.shell, res.ExitCode, res.Signal, tc.code, tc.signal)
+		}
+	}
+}
+
+func testMissingProgram(t *testing.T, newSandbox Factory) {
+	b := open(t, newSandbox)
+	_, err := b.sb.Commands.Run(b.ctx(), sandbox.Command{Args: []string{"sandboxkit-no-such-program"}})
+	wantCode(t, "missing program", err, sandbox.CodeNotFound)
+	if !strings.Contains(err.Error(), "sandboxkit-no-such-program") {
+		t.Fatalf("the error does not name the program: %v", err)
+	}
+	b.usable()
+}
+
+func testStreaming(t *testing.T, newSandbox Factory) {
+	b := open(t, newSandbox)
+	// The command waits for a file that the test writes only after it
+	// has received the first chunk: it finishes only if output streams
+	// while the command runs.
+	var mu sync.Mutex
+	var out, errOut strings.Builder
+	var chunks int
+	released := make(chan struct{})
+	var once sync.Once
+	cmd := sandbox.Command{
+		Shell: `for i in 1 2 3; do echo out$i; echo err$i >&2; done
+while [ ! -e go ]; do sleep 0.01; done
+for i in 4 5 6; do echo out$i; echo err$i >&2; done`,
+		Timeout: 20 * time.Second,
+		OnOutput: func(c sandbox.Chunk) {
+			mu.Lock()
+			defer mu.Unlock()
+			chunks++
+			if c.Stream == sandbox.Stdout {
+				out.Write(c.Data)
+			} else {
+				errOut.Write(c.Data)
+			}
+			if strings.Contains(out.String(), "out3") {
+				// Not on the reader goroutine: the write needs a reply.
+				once.Do(func() {
+					go func() {
+						defer close(released)
+						if err := b.sb.Files.Write(b.ctx(), "go", nil, 0); err != nil {
+							t.Errorf("Write(go): %v", err)
+						}
+					}()
+				})
+			}
+		},
+	}
+	res, err := b.sb.Commands.Run(b.ctx(), cmd)
+	if err != nil {
+		t.Fatalf("the command did not finish (output was not streamed while it ran?): %v", err)
+	}
+	<-released
+	mu.Lock()
+	defer mu.Unlock()
+	wantOut, wantErr := "out1\nout2\nout3\nout4\nout5\nout6\n", "err1\nerr2\nerr3\nerr4\nerr5\nerr6\n"
+	if out.String() != wantOut || errOut.String() != wantErr {
+		t.Fatalf("streamed stdout %q stderr %q, want %q %q", out.String(), errOut.String(), wantOut, wantErr)
+	}
+	if res.Stdout != wantOut || res.Stderr != wantErr {
+		t.Fatalf("result stdout %q stderr %q, want %q %q", res.Stdout, res.Stderr, wantOut, wantErr)
+	}
+	if chunks < 2 {
+		t.Fatalf("%d chunks, want several", chunks)
+	}
+}
+
+func testTimeoutPartial(t *testing.T, newSandbox Factory) {
+	b := open(t, newSandbox)
+	start := time.Now()
+	res, err := b.sb.Commands.Run(b.ctx(), sandbox.Command{
+		Shell:   "echo before; echo on-stderr >&2; " + b.sleep() + " & " + b.sleep() + "; echo never",
+		Timeout: 300 * time.Millisecond,
+	})
+	if !errors.Is(err, sandbox.ErrTimeout) {
+		t.Fatalf("err = %v, want ErrTimeout", err)
+	}
+	if res == nil {
+		t.Fatal("no partial result with the timeout error")
+	}
+	if !res.TimedOut || res.Stdout != "before\n" || res.Stderr != "on-stderr\n" {
+		t.Fatalf("partial result %+v, want TimedOut with stdout \"before\\n\" and stderr \"on-stderr\\n\"", res)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Fatalf("Run returned after %s for a 300ms timeout", d)
+	}
+	expectNoSurvivors(t, b.marker, "the command's timeout")
+	b.usable()
+}
+
+func testTimeoutIgnoresTerm(t *testing.T, newSandbox Factory) {
+	b := open(t, newSandbox)
+	res, err := b.sb.Commands.Run(b.ctx(), sandbox.Command{
+		Shell:   `trap "" TERM; (trap "" TERM; ` + b.sleep() + `) & ` + b.sleep() + `; ` + b.sleep(),
+		Timeout: 300 * time.Millisecond,
+	})
+	if !errors.Is(err, sandbox.ErrTimeout) {
+		t.Fatalf("err = %v, want ErrTimeout", err)
+	}
+	if res.Signal != "SIGKILL" {
+		t.Fatalf("a shell ignoring SIGTERM ended with signal %q exit %d, want SIGKILL", res.Signal, res.ExitCode)
+	}
+	expectNoSurvivors(t, b.marker, "the command's timeout")
+	b.usable()
+}
+
+func testTimeoutPipeHolder(t *testing.T, newSandbox Factory) {
+	b := open(t, newSandbox)
+	// setsid leaves the process group; the child keeps stdout open.
+	res, err := b.sb.Commands.Run(b.ctx(), sandbox.Command{
+		Shell:   "setsid " + b.sleep() + " & echo started; " + b.sleep(),
+		Timeout: 300 * time.Millisecond,
+	})
+	if !errors.Is(err, sandbox.ErrTimeout) {
+		t.Fatalf("err = %v, want ErrTimeout", err)
+	}
+	if res.Stdout != "started\n" {
+		t.Fatalf("stdout %q, want \"started\\n\"", res.Stdout)
+	}
+	expectNoSurvivors(t, b.marker, "the command's timeout")
+	b.usable()
+}
+
+func testBackgroundChild(t *testing.T, newSandbox Factory) {
+	b := open(t, newSandbox)
+	// The main process exits at once; a daemon it left keeps the pipe.
+	start := time.Now()
+	res := b.run(sandbox.Command{Shell: "setsid " + b.sleep() + " & echo main-done", Timeout: 30 * time.Second})
+	if res.Stdout != "main-done\n" {
+		t.Fatalf("stdout %q", res.Stdout)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Fatalf("Run waited %s for a daemon holding the pipe", d)
+	}
+	waitMarked(t, b.marker, 1) // it lives until Close, which must kill it
+}
+
+func testMaxTimeout(t *testing.T, newSandbox Factory) {
+	b := open(t, newSandbox, sandbox.WithLimits(sandbox.Limits{Timeout: time.Second, MaxTimeout: 2 * time.Second}))
+	_, err := b.sb.Commands.Run(b.ctx(), sandbox.Command{Args: []string{"true"}, Timeout: time.Hour})
+	wantCode(t, "timeout over the maximum", err, sandbox.CodeInvalidArgument)
+	_, err = b.sb.Commands.Run(b.ctx(), sandbox.Command{Args: []string{"true"}, Timeout: -time.Second})
+	wantCode(t, "negative timeout", err, sandbox.CodeInvalidArgument)
+	// The sandbox's default timeout applies when the command sets none.
+	_, err = b.sb.Commands.Run(b.ctx(), sandbox.Command{Args: []string{"sleep", b.marker}})
+	if !errors.Is(err, sandbox.ErrTimeout) {
+		t.Fatalf("the default timeout of 1s did not apply: %v", err)
+	}
+}
+
+func testOutputCap(t *testing.T, newSandbox Factory) {
+	const limit = 64 << 10
+	b := open(t, newSandbox, sandbox.WithLimits(sandbox.Limits{MaxOutputBytes: limit}))
+	// seq prints 7 MB with a known head and tail.
+	var streamed int
+	res := b.run(sandbox.Command{
+		Args:     []string{"seq", "1", "1000000"},
+		OnOutput: func(c sandbox.Chunk) { streamed += len(c.Data) },
+	})
+	const total = 6888896 // len of `seq 1 1000000`
+	if want := int64(total - limit); res.StdoutDropped != want {
+		t.Fatalf("StdoutDropped = %d, want %d", res.StdoutDropped, want)
+	}
+	if !strings.HasPrefix(res.Stdout, "1\n2\n3\n") || !strings.HasSuffix(res.Stdout, "999999\n1000000\n") {
+		t.Fatalf("the head or tail of the output is missing: %q ... %q", res.Stdout[:20], res.Stdout[len(res.Stdout)-20:])
+	}
+	if !strings.Contains(res.Stdout, fmt.Sprintf("%d bytes", res.StdoutDropped)) {
+		t.Fatalf("no marker saying how many bytes were cut in the output")
+	}
+	if len(res.Stdout) > limit+200 {
+		t.Fatalf("kept %d bytes of output, the cap is %d", len(res.Stdout), limit)
+	}
+	if streamed > limit+200 {
+		t.Fatalf("streamed %d bytes to OnOutput, the cap is %d", streamed, limit)
+	}
+	// stderr has its own cap.
+	res = b.run(sandbox.Command{Shell: "seq 1 1000000 >&2; echo small"})
+	if res.Stdout != "small\n" || res.StderrDropped != total-limit || res.StdoutDropped != 0 {
+		t.Fatalf("stdout %q StdoutDropped %d StderrDropped %d", res.Stdout, res.StdoutDropped, res.StderrDropped)
+	}
+}
+
+func testConcurrentCommands(t *testing.T, newSandbox Factory) {
+	b := open(t, newSandbox, sandbox.WithLimits(sandbox.Limits{MaxOutputBytes: 4 << 10}))
+	// A flood on one request must not starve a small one on the same
+	// stream.
+	flood := make(chan error, 1)
+	go func() {
+		_, err := b.sb.Commands.Run(b.ctx(), sandbox.Command{Args: []string{"yes", b.marker}, Timeout: 3 * time.Second})
+		flood <- err
+	}()
+	waitMarked(t, b.marker, 1)
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := b.sb.Commands.Run(b.ctx(), sandbox.Command{Args: []string{"echo", fmt.Sprint(i)}})
+			if err != nil || res.Stdout != fmt.Sprintf("%d\n", i) {
+				t.Errorf("echo %d beside a flood: %v %+v", i, err, res)
+			}
+		}()
+	}
+	wg.Wait()
+	if err := <-flood; !errors.Is(err, sandbox.ErrTimeout) {
+		t.Fatalf("the flood ended with %v, want ErrTimeout", err)
+	}
+	expectNoSurvivors(t, b.marker, "the flood's timeout")
+}
+
+var _ = os.Getpid

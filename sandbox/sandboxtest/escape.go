@@ -1,0 +1,314 @@
+package sandboxtest
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sandboxkit/sandboxkit/sandbox"
+)
+
+// RunEscape runs hostile probes inside the sandboxes newSandbox creates.
+// Each probe is a shell script that prints ESCAPED:<what> when an attack
+// succeeds; every probe must print none, and the host must be unchanged
+// afterwards (canary files outside the workspace keep their content, host
+// listeners see no connection, no process of the sandbox survives Close).
+//
+// Network probes only ever target listeners this suite starts on the
+// host's 127.0.0.1 and a unix socket in a host temporary directory: a
+// sandbox that shares the host's network stack reaches them, an isolated
+// one must not. Run it only against backends that claim isolation
+// (Info().Isolation of namespace or stronger, or the landlock tier for the
+// probes it claims: see the probe's tier check).
+func RunEscape(t *testing.T, newSandbox Factory) {
+	host := newEscapeHost(t)
+	t.Run("Env", func(t *testing.T) {
+		// Not parallel: t.Setenv.
+		t.Setenv("OPENAI_API_KEY", "sk-sandboxkit-escape-canary")
+		b := open(t, newSandbox)
+		out := escapeRun(t, b, `env | grep -q sk-sandboxkit-escape-canary && echo ESCAPED:env; cat /proc/1/environ 2>/dev/null | tr '\0' '\n' | grep -q sk-sandboxkit && echo ESCAPED:agent-env; echo done`)
+		wantClean(t, out)
+	})
+	for _, p := range escapeProbes(host) {
+		t.Run(p.name, func(t *testing.T) {
+			t.Parallel()
+			b := open(t, newSandbox, p.opts...)
+			if p.needPython && b.sb.Info().Python == "" {
+				t.Skip("no python3 inside the sandbox")
+			}
+			script := strings.ReplaceAll(p.script, "$PY", b.sb.Info().Python)
+			script = strings.ReplaceAll(script, "$MARKER", b.marker)
+			out := escapeRun(t, b, script)
+			wantClean(t, out)
+			for _, w := range p.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("probe output lacks %q (the probe did not run as intended):\n%s", w, out)
+				}
+			}
+			if p.post != nil {
+				p.post(t, b, out)
+			}
+			if p.usable {
+				b.usable()
+			}
+		})
+	}
+	t.Run("HostUnchanged", func(t *testing.T) {
+		// Runs after the parallel probes above have finished.
+		host.check(t)
+	})
+}
+
+// escapeProbe is one attack.
+type escapeProbe struct {
+	name       string
+	opts       []sandbox.Option
+	script     string   // $PY is python3 inside, $MARKER the subtest's process marker
+	want       []string // output that shows the probe really ran
+	needPython bool
+	usable     bool // the sandbox must still work afterwards
+	// post, when set, checks the output further.
+	post func(t *testing.T, b *box, out string)
+}
+
+// escapeHost is what the probes attack on the host.
+type escapeHost struct {
+	dir      string // host temp dir (mode 0777) with canaries and the unix socket
+	canary   string
+	sock     string
+	tcp, udp int
+	hits     chan string
+}
+
+const canaryText = "sandboxkit escape canary\n"
+
+func newEscapeHost(t *testing.T) *escapeHost {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "sandboxkit-escape-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(dir, 0o777)
+	h := &escapeHost{dir: dir, canary: filepath.Join(dir, "canary"), sock: filepath.Join(dir, "host.sock"), hits: make(chan string, 64)}
+	if err := os.WriteFile(h.canary, []byte(canaryText), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(h.canary, 0o666) // writable by anyone: only the boundary protects it
+	tl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ul, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	xl, err := net.Listen("unix", h.sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(h.sock, 0o777)
+	h.tcp, h.udp = tl.Addr().(*net.TCPAddr).Port, ul.LocalAddr().(*net.UDPAddr).Port
+	accept := func(l net.Listener, name string) {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			h.hits <- name
+			c.Close()
+		}
+	}
+	done := make(chan struct{}, 3)
+	go func() { accept(tl, "tcp"); done <- struct{}{} }()
+	go func() { accept(xl, "unix"); done <- struct{}{} }()
+	go func() {
+		buf := make([]byte, 64)
+		for {
+			if _, _, err := ul.ReadFrom(buf); err != nil {
+				break
+			}
+			h.hits <- "udp"
+		}
+		done <- struct{}{}
+	}()
+	t.Cleanup(func() {
+		tl.Close()
+		ul.Close()
+		xl.Close()
+		for range 3 {
+			<-done
+		}
+		os.RemoveAll(dir)
+	})
+	return h
+}
+
+// check fails if any probe reached a listener or changed a canary.
+func (h *escapeHost) check(t *testing.T) {
+	t.Helper()
+	time.Sleep(50 * time.Millisecond)
+	for {
+		select {
+		case what := <-h.hits:
+			t.Errorf("a sandbox reached the host's %s listener", what)
+			continue
+		default:
+		}
+		break
+	}
+	if b, err := os.ReadFile(h.canary); err != nil || string(b) != canaryText {
+		t.Errorf("host canary %s changed: %q, %v", h.canary, b, err)
+	}
+	ents, _ := os.ReadDir(h.dir)
+	for _, e := range ents {
+		if e.Name() != "canary" && e.Name() != "host.sock" {
+			t.Errorf("a sandbox created %s in the host's temporary directory", e.Name())
+		}
+	}
+	for _, p := range []string{"/etc/sandboxkit-escape", "/usr/sandboxkit-escape", "/sandboxkit-escape", "/root/sandboxkit-escape", "/tmp/sandboxkit-escape"} {
+		if _, err := os.Lstat(p); err == nil {
+			t.Errorf("a sandbox created %s on the host", p)
+			os.Remove(p)
+		}
+	}
+}
+
+func escapeRun(t *testing.T, b *box, script string) string {
+	t.Helper()
+	res, err := b.sb.Commands.Run(b.ctx(), sandbox.Command{Shell: "exec 2>&1\n" + script, Timeout: 45 * time.Second})
+	if err != nil {
+		t.Fatalf("running the probe: %v", err)
+	}
+	return res.Stdout + res.Stderr
+}
+
+func wantClean(t *testing.T, out string) {
+	t.Helper()
+	if strings.Contains(out, "ESCAPED:") {
+		var lines []string
+		for _, l := range strings.Split(out, "\n") {
+			if strings.Contains(l, "ESCAPED:") {
+				lines = append(lines, l)
+			}
+		}
+		t.Errorf("the attack succeeded: %s\nfull output:\n%s", strings.Join(lines, "; "), out)
+	}
+}
+
+// pySyscalls prints ESCAPED:<name> for each raw syscall that does not fail.
+const pySyscalls = `cat > "${TMPDIR:-/tmp}/sys.py" <<'PYEOF'
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+CLONE_NEWUSER, CLONE_NEWNS = 0x10000000, 0x00020000
+calls = {
+    "unshare-user": (272, CLONE_NEWUSER),
+    "unshare-mount": (272, CLONE_NEWNS),
+    "setns": (308, os.open("/proc/self/ns/net", os.O_RDONLY) if os.path.exists("/proc/self/ns/net") else 0, 0),
+    "ptrace-traceme": (101, 0, 0, 0, 0),
+    "bpf": (321, 0, 0, 0),
+    "keyctl": (250, 0, 0, 0),
+    "add_key": (248, b"user", b"k", b"v", 1, -3),
+    "userfaultfd": (323, 0),
+    "io_uring_setup": (425, 1, ctypes.create_string_buffer(120)),
+    "perf_event_open": (298, 0, 0, -1, -1, 0),
+    "mount": (165, b"none", b"/", None, 0x1000 | 0x20, None),
+}
+for name, args in calls.items():
+    r = libc.syscall(*args)
+    e = ctypes.get_errno()
+    if r >= 0:
+        print("ESCAPED:" + name)
+    else:
+        print(name, os.strerror(e))
+r = libc.syscall(435, 0, 0)
+print("clone3", os.strerror(ctypes.get_errno()))
+PYEOF
+$PY "${TMPDIR:-/tmp}/sys.py"`
+
+// pyNet tries to reach the host's listeners; a success prints ESCAPED.
+const pyNet = `cat > "${TMPDIR:-/tmp}/net.py" <<'PYEOF'
+import socket, sys
+tcp, udp, sock = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+def attempt(name, fam, typ, proto, addr, send=False):
+    try:
+        s = socket.socket(fam, typ, proto)
+        s.settimeout(1)
+        if send:
+            s.sendto(b"x", addr)
+            print(name, "sent (the host listener decides)")
+            return
+        s.connect(addr)
+        print("ESCAPED:" + name)
+    except Exception as e:
+        print(name, "refused:", type(e).__name__)
+attempt("python-tcp", socket.AF_INET, socket.SOCK_STREAM, 0, ("127.0.0.1", tcp))
+attempt("python-mptcp", socket.AF_INET, socket.SOCK_STREAM, 262, ("127.0.0.1", tcp))
+attempt("python-udp", socket.AF_INET, socket.SOCK_DGRAM, 0, ("127.0.0.1", udp), True)
+attempt("host-unix-socket", socket.AF_UNIX, socket.SOCK_STREAM, 0, sock)
+attempt("docker-socket", socket.AF_UNIX, socket.SOCK_STREAM, 0, "/var/run/docker.sock")
+PYEOF
+$PY "${TMPDIR:-/tmp}/net.py" %d %d %s; echo net-done`
+
+func escapeProbes(h *escapeHost) []escapeProbe {
+	return []escapeProbe{
+		{name: "NetworkPython", needPython: true, want: []string{"net-done", "python-tcp refused"},
+			script: fmt.Sprintf(pyNet, h.tcp, h.udp, h.sock)},
+		{name: "NetworkCurl", want: []string{"curl-done"},
+			script: fmt.Sprintf(`command -v curl >/dev/null || { echo curl-done; exit 0; }; curl -s -m 2 -o /dev/null http://127.0.0.1:%d/ && echo ESCAPED:curl; echo curl-done`, h.tcp)},
+		{name: "NetworkBashDevTCP", want: []string{"bash-done"},
+			script: fmt.Sprintf(`command -v bash >/dev/null || { echo bash-done; exit 0; }; bash -c 'echo x > /dev/tcp/127.0.0.1/%d' 2>/dev/null && echo ESCAPED:dev-tcp; bash -c 'echo x > /dev/udp/127.0.0.1/%d' 2>/dev/null; echo bash-done`, h.tcp, h.udp)},
+		{name: "WriteSystemPaths", want: []string{"writes-done"},
+			script: `for p in /etc /usr /root /; do echo x > $p/sandboxkit-escape 2>/dev/null && echo ESCAPED:write-$p; done; echo writes-done`},
+		{name: "WriteHostTmp", want: []string{"hosttmp-done"},
+			script: fmt.Sprintf(`echo pwned > %s 2>/dev/null && grep -q pwned %[1]s 2>/dev/null && echo ESCAPED:host-canary; echo x > %s/new 2>/dev/null && echo ESCAPED:host-tmp-create; echo x > /tmp/sandboxkit-escape; echo hosttmp-done`, h.canary, h.dir)},
+		{name: "ReadSecrets", want: []string{"read-done"},
+			script: `head -c1 /etc/shadow >/dev/null 2>&1 && echo ESCAPED:shadow; head -c1 /etc/gshadow >/dev/null 2>&1 && echo ESCAPED:gshadow; ls /root/ 2>/dev/null | grep -q . && echo ESCAPED:list-root; cat /root/.bashrc >/dev/null 2>&1 && echo ESCAPED:read-root; echo read-done`},
+		{name: "SymlinkAndHardlink", want: []string{"links-done"},
+			script: fmt.Sprintf(`ln -s %s link 2>/dev/null; echo pwned > link 2>/dev/null; grep -q pwned %[1]s 2>/dev/null && echo ESCAPED:symlink-write; ln -s /etc/shadow s 2>/dev/null; head -c1 s >/dev/null 2>&1 && echo ESCAPED:symlink-read; ln /etc/passwd hard 2>/dev/null && echo ESCAPED:hardlink-passwd; ln %[1]s hard2 2>/dev/null && echo ESCAPED:hardlink-canary; echo links-done`, h.canary)},
+		{name: "RemountReadWrite", want: []string{"mount-done"},
+			script: `mount -o remount,bind,rw /usr 2>/dev/null && echo ESCAPED:remount; mount -t tmpfs none /mnt 2>/dev/null && echo ESCAPED:mount-tmpfs; echo x > /usr/sandboxkit-escape 2>/dev/null && echo ESCAPED:usr-write; echo mount-done`},
+		{name: "Mknod", want: []string{"mknod-done"},
+			script: `mknod sda b 8 0 2>/dev/null && { head -c1 sda >/dev/null 2>&1 && echo ESCAPED:block-device; }; mknod mem c 1 1 2>/dev/null && { head -c1 mem >/dev/null 2>&1 && echo ESCAPED:dev-mem; }; echo mknod-done`},
+		{name: "DangerousSyscalls", needPython: true, want: []string{"clone3 Function not implemented", "bpf Operation not permitted"},
+			script: pySyscalls},
+		{name: "UnshareSetuid", want: []string{"setuid-done"},
+			script: `command -v unshare >/dev/null && unshare -Ur true 2>/dev/null && echo ESCAPED:unshare-user; command -v su >/dev/null && su -c 'grep CapEff /proc/self/status' root </dev/null 2>/dev/null | grep -qv 'CapEff:[[:space:]]*0000000000000000' && echo ESCAPED:setuid-caps; grep -q 'CapEff:[[:space:]]*0000000000000000' /proc/self/status || echo ESCAPED:caps; echo setuid-done`},
+		{name: "HostProcesses", want: []string{"pids-done"},
+			script: fmt.Sprintf(`kill -0 %d 2>/dev/null && echo ESCAPED:signal-host; kill -STOP %[1]d 2>/dev/null && echo ESCAPED:stop-host; [ -e /proc/%[1]d/status ] && grep -q '^Name:.*test' /proc/%[1]d/status && echo host-pid-visible; echo pids-done`, os.Getpid()),
+			post: func(t *testing.T, b *box, out string) {
+				if !strings.Contains(out, "host-pid-visible") {
+					return
+				}
+				for _, c := range b.sb.Info().Controls {
+					if c.Name == "processes_visible" && c.Enforced {
+						t.Errorf("the host's pid %d is visible although Info says %q", os.Getpid(), c.Mechanism)
+					}
+				}
+			}},
+		{name: "ForkBomb", usable: true, want: []string{"bomb-done"},
+			opts: []sandbox.Option{sandbox.WithLimits(sandbox.Limits{Pids: 64})},
+			// The bomb runs in its own process group, which the probe
+			// kills afterwards so the sandbox can be checked for use.
+			script: `setsid sh -c 'echo $$ > bomb.pid; bomb() { bomb | bomb & }; bomb' >/dev/null 2>&1 &
+sleep 2; n=$(ls /proc | grep -c '^[0-9]'); [ "$n" -gt 128 ] && echo ESCAPED:pids-$n
+for i in 1 2 3 4 5; do kill -9 -$(cat bomb.pid) 2>/dev/null; sleep 0.2; done; echo bomb-done`},
+		{name: "MemoryBomb", needPython: true, usable: true, want: []string{"mem-done"},
+			opts:   []sandbox.Option{sandbox.WithLimits(sandbox.Limits{MemoryBytes: 256 << 20, TmpBytes: 32 << 20})},
+			script: `$PY -c 'b = bytearray(1 << 30); print("ESCAPED:allocated-1GiB")'; echo mem-done`},
+		{name: "DiskFill", usable: true, want: []string{"disk-done", "No space left"},
+			opts:   []sandbox.Option{sandbox.WithLimits(sandbox.Limits{DiskBytes: 8 << 20})},
+			script: `dd if=/dev/zero of=fill bs=1M count=32 && echo ESCAPED:disk-quota; rm -f fill; echo disk-done`},
+		{name: "CPUSpin", usable: true, want: []string{"cpu-done"},
+			opts:   []sandbox.Option{sandbox.WithLimits(sandbox.Limits{CPUSeconds: 1})},
+			script: `start=$(date +%s); sh -c 'while :; do :; done'; end=$(date +%s); [ $((end-start)) -gt 20 ] && echo ESCAPED:cpu-limit; echo cpu-done`},
+		{name: "SetsidDaemon", want: []string{"daemon-started"},
+			// open's cleanup closes the sandbox and fails if a process with
+			// the marker survives.
+			script: `setsid sleep $MARKER </dev/null >/dev/null 2>&1 & (setsid sh -c 'sleep $MARKER' </dev/null >/dev/null 2>&1 &); echo daemon-started`},
+	}
+}

@@ -1,0 +1,177 @@
+package toolkit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sandboxkit/sandboxkit/sandbox"
+)
+
+type runCommandIn struct {
+	Command        string `json:"command" description:"shell command line (sh -c)"`
+	Cwd            string `json:"cwd,omitempty" description:"working directory in the workspace"`
+	TimeoutSeconds int    `json:"timeout_seconds,omitempty" description:"default 60"`
+}
+
+type commandOut struct {
+	ExitCode   int    `json:"exit_code"`
+	Signal     string `json:"signal,omitempty"`
+	Stdout     string `json:"stdout"`
+	Stderr     string `json:"stderr"`
+	StdoutFile string `json:"stdout_file,omitempty"`
+	StderrFile string `json:"stderr_file,omitempty"`
+	text       string
+}
+
+func (o commandOut) ToolText() string { return o.text }
+
+type jobIn struct {
+	JobID string `json:"job_id" description:"id from start_background"`
+}
+
+type readJobIn struct {
+	JobID     string `json:"job_id" description:"id from start_background"`
+	FromStart bool   `json:"from_start,omitempty" description:"re-read all kept output"`
+}
+
+type startIn struct {
+	Command string `json:"command" description:"shell command line (sh -c)"`
+	Cwd     string `json:"cwd,omitempty" description:"working directory in the workspace"`
+}
+
+func (b *builtins) commandTools() []*Tool {
+	return []*Tool{
+		New("run_command", "Run a shell command in a fresh process and wait for it; no state (cd, variables) carries over to the next call. Shows exit code, stdout, stderr; long output is cut and saved whole to a file named in the marker. Killed at timeout_seconds; use start_background for servers and long jobs.", b.runCommand),
+		New("start_background", "Start a long-running command (server, watcher, long build) in the background and return its job_id at once.", b.startBackground),
+		New("read_background_output", "Read a background job's status and the output it printed since the last read.", b.readBackground, ReadOnly()),
+		New("stop_background", "Stop a background job and every process it started.", b.stopBackground),
+		New("list_background", "List background jobs with their status.", b.listBackground, ReadOnly()),
+	}
+}
+
+func (b *builtins) runCommand(ctx context.Context, in runCommandIn) (commandOut, error) {
+	if err := b.check(); err != nil {
+		return commandOut{}, err
+	}
+	if in.TimeoutSeconds < 0 {
+		return commandOut{}, fmt.Errorf("timeout_seconds must be positive, got %d", in.TimeoutSeconds)
+	}
+	res, err := b.sb.Commands.Run(ctx, sandbox.Command{Shell: in.Command, Dir: in.Cwd, Timeout: seconds(in.TimeoutSeconds)})
+	timedOut := errors.Is(err, sandbox.ErrTimeout) && res != nil && res.TimedOut
+	if err != nil && !timedOut {
+		return commandOut{}, modelErr(err)
+	}
+	out := commandOut{ExitCode: res.ExitCode, Signal: res.Signal, Stdout: res.Stdout, Stderr: res.Stderr}
+	so := b.section(ctx, "stdout", res.Stdout, false)
+	se := b.section(ctx, "stderr", res.Stderr, true)
+	out.StdoutFile, out.StderrFile = so.FullPath, se.FullPath
+	fields := []Field{{Name: "exit code", Value: strconv.Itoa(res.ExitCode)}, {Name: "signal", Value: res.Signal}}
+	if timedOut {
+		fields = []Field{{Name: "timed out", Value: fmt.Sprintf("after %s; the command and its children were killed. Raise timeout_seconds or use start_background", res.Duration.Round(time.Second))}}
+		// An IsError result: the command did not finish, so the model must not take the
+		// partial output for the answer.
+		return commandOut{}, errors.New(Render(fields, so, se))
+	}
+	out.text = Render(fields, so, se)
+	return out, nil
+}
+
+func (b *builtins) startBackground(ctx context.Context, in startIn) (textOut, error) {
+	if err := b.check(); err != nil {
+		return textOut{}, err
+	}
+	j, err := b.sb.Commands.Start(ctx, sandbox.Command{Shell: in.Command, Dir: in.Cwd})
+	if err != nil {
+		return textOut{}, modelErr(err)
+	}
+	return textOut{fmt.Sprintf("started job %s; read its output with read_background_output, stop it with stop_background", j.ID)}, nil
+}
+
+func (b *builtins) readBackground(ctx context.Context, in readJobIn) (textOut, error) {
+	if err := b.check(); err != nil {
+		return textOut{}, err
+	}
+	b.mu.Lock()
+	since := b.cursors[in.JobID]
+	b.mu.Unlock()
+	if in.FromStart {
+		since = 0
+	}
+	o, err := b.sb.Commands.Job(in.JobID).Output(ctx, since)
+	if err != nil {
+		return textOut{}, modelErr(err)
+	}
+	body, omitted := Truncate(o.Data, b.cfg.outputLimit)
+	next := o.Next - int64(omitted)
+	b.mu.Lock()
+	b.cursors[in.JobID] = next
+	b.mu.Unlock()
+	fields := []Field{{Name: in.JobID, Value: statusText(o.Status)}}
+	if o.Dropped > 0 {
+		fields = append(fields, Field{Name: "dropped", Value: fmt.Sprintf("%d older bytes were overwritten before being read", o.Dropped)})
+	}
+	if omitted > 0 {
+		fields = append(fields, Field{Name: "unread", Value: fmt.Sprintf("%d bytes; call read_background_output again for them", omitted)})
+	}
+	if body == "" {
+		return textOut{Render(fields) + "\n(no new output)"}, nil
+	}
+	return textOut{Render(fields, Section{Name: "output", Body: body, Omitted: omitted})}, nil
+}
+
+func (b *builtins) stopBackground(ctx context.Context, in jobIn) (textOut, error) {
+	if err := b.check(); err != nil {
+		return textOut{}, err
+	}
+	j := b.sb.Commands.Job(in.JobID)
+	st, err := j.Status(ctx)
+	if err != nil {
+		return textOut{}, modelErr(err)
+	}
+	if st.Running {
+		if err := j.Kill(ctx); err != nil {
+			return textOut{}, modelErr(err)
+		}
+		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		st2, werr := j.Wait(wctx)
+		cancel()
+		if werr == nil {
+			st = st2
+		} else if ctx.Err() != nil {
+			return textOut{}, ctx.Err()
+		}
+	}
+	return textOut{in.JobID + ": " + statusText(st)}, nil
+}
+
+func (b *builtins) listBackground(ctx context.Context, _ struct{}) (textOut, error) {
+	if err := b.check(); err != nil {
+		return textOut{}, err
+	}
+	jobs, err := b.sb.Commands.Jobs(ctx)
+	if err != nil {
+		return textOut{}, modelErr(err)
+	}
+	if len(jobs) == 0 {
+		return textOut{"no background jobs"}, nil
+	}
+	var sb strings.Builder
+	for _, st := range jobs {
+		b.mu.Lock()
+		unread := st.Written - b.cursors[st.ID]
+		b.mu.Unlock()
+		fmt.Fprintf(&sb, "%s  %s  %d unread bytes  %s\n", st.ID, statusText(st), unread, commandLine(st.Args))
+	}
+	return textOut{strings.TrimSuffix(sb.String(), "\n")}, nil
+}
+
+func commandLine(args []string) string {
+	if len(args) == 3 && args[0] == "/bin/sh" && args[1] == "-c" {
+		return args[2]
+	}
+	return strings.Join(args, " ")
+}

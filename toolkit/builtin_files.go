@@ -1,0 +1,297 @@
+package toolkit
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"strconv"
+	"strings"
+
+	"github.com/sandboxkit/sandboxkit/sandbox"
+)
+
+type readIn struct {
+	Path   string `json:"path"`
+	Offset int    `json:"offset,omitempty" description:"first line, 1-based"`
+	Limit  int    `json:"limit,omitempty" description:"lines, default 2000"`
+}
+
+type writeIn struct {
+	Path    string `json:"path"`
+	Content string `json:"content"`
+	Append  bool   `json:"append,omitempty"`
+}
+
+type editIn struct {
+	Path       string `json:"path"`
+	OldText    string `json:"old_text" description:"exact text to replace, unique unless replace_all"`
+	NewText    string `json:"new_text"`
+	ReplaceAll bool   `json:"replace_all,omitempty"`
+}
+
+type listIn struct {
+	Path  string `json:"path,omitempty" description:"default workspace"`
+	Depth int    `json:"depth,omitempty" description:"default 1"`
+}
+
+type searchIn struct {
+	Pattern    string `json:"pattern" description:"RE2 regex"`
+	Path       string `json:"path,omitempty"`
+	Glob       string `json:"glob,omitempty" description:"file filter, e.g. *.go"`
+	IgnoreCase bool   `json:"ignore_case,omitempty"`
+	MaxResults int    `json:"max_results,omitempty" description:"default 200"`
+}
+
+type findIn struct {
+	Pattern string `json:"pattern" description:"glob: *.py or src/**/*.go"`
+	Path    string `json:"path,omitempty"`
+}
+
+type moveIn struct {
+	Source      string `json:"source"`
+	Destination string `json:"destination"`
+	Overwrite   bool   `json:"overwrite,omitempty"`
+}
+
+type deleteIn struct {
+	Path      string `json:"path"`
+	Recursive bool   `json:"recursive,omitempty" description:"needed for a non-empty directory"`
+}
+
+type chmodIn struct {
+	Path string `json:"path"`
+	Mode string `json:"mode" description:"octal, e.g. 755"`
+}
+
+func (b *builtins) fileTools() []*Tool {
+	return []*Tool{
+		New("read_file", "Read a text file as numbered lines. Paths are relative to the workspace. Binary files are reported, not shown.", b.readFile, ReadOnly()),
+		New("write_file", "Create or overwrite a file (parent directories are made), or append to it.", b.writeFile, Destructive()),
+		New("edit_file", "Replace exact text in a file; prefer it to write_file for small changes.", b.editFile, Destructive()),
+		New("list_files", "List a directory (dirs end in /, executables in *). Hidden names are skipped.", b.listFiles, ReadOnly()),
+		New("search_files", "Search file contents by regex; prints path:line:text. Skips .git, node_modules, binary files.", b.searchFiles, ReadOnly()),
+		New("find_files", "Find files by name glob.", b.findFiles, ReadOnly()),
+		New("move_file", "Move or rename a file or directory.", b.moveFile, Destructive()),
+		New("delete_file", "Delete a file or directory.", b.deleteFile, Destructive()),
+		New("set_permissions", "Set a file's permission bits.", b.setPermissions, Destructive()),
+		New("sandbox_info", "Describe the sandbox: workspace, isolation, network, limits, tools present.", b.info, ReadOnly()),
+	}
+}
+
+func (b *builtins) readFile(ctx context.Context, in readIn) (textOut, error) {
+	if err := b.check(); err != nil {
+		return textOut{}, err
+	}
+	if in.Offset < 0 || in.Limit < 0 {
+		return textOut{}, fmt.Errorf("offset and limit must not be negative")
+	}
+	first := max(in.Offset, 1)
+	limit := in.Limit
+	if limit == 0 {
+		limit = 2000
+	}
+	c, err := b.sb.Files.Read(ctx, in.Path, sandbox.ReadOptions{Offset: first - 1, Limit: limit, MaxBytes: int64(b.cfg.outputLimit)})
+	if err != nil {
+		return textOut{}, modelErr(err)
+	}
+	switch {
+	case c.Binary:
+		return textOut{fmt.Sprintf("%s is a binary file (%d bytes); not shown. Inspect it with run_command (file, xxd, head -c).", in.Path, c.Size)}, nil
+	case c.Lines == 0 && c.More:
+		return textOut{fmt.Sprintf("line %d of %s is longer than %d bytes; view it with run_command (cut -c, head -c)", first, in.Path, b.cfg.outputLimit)}, nil
+	case c.Lines == 0 && c.Size == 0:
+		return textOut{"(empty file)"}, nil
+	case c.Lines == 0:
+		return textOut{fmt.Sprintf("(no lines at offset %d: %s is shorter)", first, in.Path)}, nil
+	}
+	text := NumberLines(string(c.Data), first)
+	if c.More {
+		last := first + c.Lines - 1
+		text = strings.TrimSuffix(text, "\n") + fmt.Sprintf("\n[showing lines %d-%d; the file continues: read_file with offset %d]", first, last, last+1)
+	}
+	return textOut{strings.TrimSuffix(text, "\n")}, nil
+}
+
+func (b *builtins) writeFile(ctx context.Context, in writeIn) (textOut, error) {
+	if err := b.check(); err != nil {
+		return textOut{}, err
+	}
+	var err error
+	verb := "wrote"
+	if in.Append {
+		verb = "appended"
+		err = b.sb.Files.Append(ctx, in.Path, []byte(in.Content))
+	} else {
+		err = b.sb.Files.Write(ctx, in.Path, []byte(in.Content), 0)
+	}
+	if err != nil {
+		return textOut{}, modelErr(err)
+	}
+	return textOut{fmt.Sprintf("%s %s to %s", verb, plural(len(in.Content), "byte"), in.Path)}, nil
+}
+
+func (b *builtins) editFile(ctx context.Context, in editIn) (textOut, error) {
+	if err := b.check(); err != nil {
+		return textOut{}, err
+	}
+	n, err := b.sb.Files.Edit(ctx, in.Path, in.OldText, in.NewText, in.ReplaceAll)
+	if err != nil {
+		return textOut{}, modelErr(err)
+	}
+	return textOut{fmt.Sprintf("replaced %s in %s", plural(n, "occurrence"), in.Path)}, nil
+}
+
+func (b *builtins) listFiles(ctx context.Context, in listIn) (textOut, error) {
+	if err := b.check(); err != nil {
+		return textOut{}, err
+	}
+	l, err := b.sb.Files.List(ctx, in.Path, sandbox.ListOptions{Depth: in.Depth})
+	if err != nil {
+		return textOut{}, modelErr(err)
+	}
+	if len(l.Entries) == 0 {
+		return textOut{"(empty directory)"}, nil
+	}
+	var sb strings.Builder
+	for _, e := range l.Entries {
+		switch e.Type {
+		case "dir":
+			sb.WriteString(e.Path + "/\n")
+		case "symlink":
+			sb.WriteString(e.Path + " -> " + e.Target + "\n")
+		default:
+			mark := ""
+			if e.Mode&0o111 != 0 {
+				mark = "*"
+			}
+			fmt.Fprintf(&sb, "%s%s  %d\n", e.Path, mark, e.Size)
+		}
+	}
+	text, omitted := Truncate(sb.String(), b.cfg.outputLimit)
+	if l.Truncated || omitted > 0 {
+		text += "[listing cut short: list a subdirectory or use a smaller depth]"
+	}
+	return textOut{strings.TrimSuffix(text, "\n")}, nil
+}
+
+func (b *builtins) searchFiles(ctx context.Context, in searchIn) (textOut, error) {
+	if err := b.check(); err != nil {
+		return textOut{}, err
+	}
+	opt := sandbox.SearchOptions{Pattern: in.Pattern, Path: in.Path, IgnoreCase: in.IgnoreCase, MaxResults: in.MaxResults}
+	if in.Glob != "" {
+		opt.Include = []string{in.Glob}
+	}
+	if in.Path == "" || in.Path == "." {
+		// Saved command outputs would echo earlier results back into every search.
+		opt.Exclude = []string{b.cfg.outputDir + "/**"}
+	}
+	r, err := b.sb.Files.Search(ctx, opt)
+	if err != nil {
+		return textOut{}, modelErr(err)
+	}
+	if len(r.Matches) == 0 {
+		return textOut{fmt.Sprintf("no matches (%s searched)", plural(r.Files, "file"))}, nil
+	}
+	var sb strings.Builder
+	for _, m := range r.Matches {
+		line, cut := Truncate(m.Text, 300)
+		if cut > 0 {
+			line += "…"
+		}
+		fmt.Fprintf(&sb, "%s:%d:%s\n", m.Path, m.Line, strings.TrimRight(line, "\r\n"))
+	}
+	text, omitted := Truncate(sb.String(), b.cfg.outputLimit)
+	if r.Truncated || omitted > 0 {
+		text += "[more matches not shown: narrow path or glob, or raise max_results]\n"
+	}
+	if r.SkippedBinary > 0 {
+		text += fmt.Sprintf("[%s matched too (not shown)]\n", plural(r.SkippedBinary, "binary file"))
+	}
+	return textOut{strings.TrimSuffix(text, "\n")}, nil
+}
+
+func (b *builtins) findFiles(ctx context.Context, in findIn) (textOut, error) {
+	if err := b.check(); err != nil {
+		return textOut{}, err
+	}
+	g, err := b.sb.Files.Glob(ctx, in.Pattern, in.Path)
+	if err != nil {
+		return textOut{}, modelErr(err)
+	}
+	if len(g.Paths) == 0 {
+		return textOut{fmt.Sprintf("no files match %q", in.Pattern)}, nil
+	}
+	text, omitted := Truncate(strings.Join(g.Paths, "\n")+"\n", b.cfg.outputLimit)
+	if g.Truncated || omitted > 0 {
+		text += "[more files not shown: narrow the pattern or path]"
+	}
+	return textOut{strings.TrimSuffix(text, "\n")}, nil
+}
+
+func (b *builtins) moveFile(ctx context.Context, in moveIn) (textOut, error) {
+	if err := b.check(); err != nil {
+		return textOut{}, err
+	}
+	if err := b.sb.Files.Move(ctx, in.Source, in.Destination, in.Overwrite); err != nil {
+		return textOut{}, modelErr(err)
+	}
+	return textOut{"moved " + in.Source + " to " + in.Destination}, nil
+}
+
+func (b *builtins) deleteFile(ctx context.Context, in deleteIn) (textOut, error) {
+	if err := b.check(); err != nil {
+		return textOut{}, err
+	}
+	if err := b.sb.Files.Remove(ctx, in.Path, in.Recursive); err != nil {
+		if sandbox.CodeOf(err) == sandbox.CodeExists && !in.Recursive {
+			// The sandbox reports ENOTEMPTY as "already exists", which would mislead the model.
+			return textOut{}, fmt.Errorf("%s is a non-empty directory: set recursive to delete it with its contents", in.Path)
+		}
+		return textOut{}, modelErr(err)
+	}
+	return textOut{"deleted " + in.Path}, nil
+}
+
+func (b *builtins) setPermissions(ctx context.Context, in chmodIn) (textOut, error) {
+	if err := b.check(); err != nil {
+		return textOut{}, err
+	}
+	m, err := strconv.ParseUint(strings.TrimPrefix(strings.TrimSpace(in.Mode), "0o"), 8, 32)
+	if err != nil || m > 0o777 {
+		return textOut{}, fmt.Errorf("mode %q is not an octal permission between 000 and 777, e.g. \"755\"", in.Mode)
+	}
+	if err := b.sb.Files.Chmod(ctx, in.Path, fs.FileMode(m)); err != nil {
+		return textOut{}, modelErr(err)
+	}
+	return textOut{fmt.Sprintf("set mode %04o on %s", m, in.Path)}, nil
+}
+
+func (b *builtins) info(ctx context.Context, _ struct{}) (textOut, error) {
+	if err := b.check(); err != nil {
+		return textOut{}, err
+	}
+	i := b.sb.Info()
+	network := "off"
+	if i.Network {
+		network = "on"
+	}
+	python := i.Python
+	if python == "" {
+		python = "none"
+	}
+	bash := i.Bash
+	if bash == "" {
+		bash = "none"
+	}
+	fields := []Field{
+		{Name: "workspace", Value: i.Workspace},
+		{Name: "isolation", Value: i.Isolation.String()},
+		{Name: "network", Value: network},
+		{Name: "python", Value: python},
+		{Name: "bash", Value: bash},
+		{Name: "command timeout", Value: fmt.Sprintf("%s default, %s max", i.Limits.Timeout, i.Limits.MaxTimeout)},
+		{Name: "output shown", Value: fmt.Sprintf("%d bytes per stream", b.cfg.outputLimit)},
+	}
+	return textOut{Render(fields)}, nil
+}

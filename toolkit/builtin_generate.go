@@ -1,0 +1,3 @@
+package toolkit
+
+//go:generate go run ./internal/genschemas -out ../schemas

@@ -106,4 +106,3 @@ func failStage(conn *os.File, what string, err error) int {
 	conn.Close()
 	return 1
 }
-

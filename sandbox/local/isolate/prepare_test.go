@@ -3,8 +3,8 @@ package isolate
 import (
 	"os"
 	"os/exec"
-	"regexp"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"

@@ -374,21 +374,23 @@ func sandboxTools(t *testing.T) (*toolkit.Toolkit, *sandbox.Sandbox) {
 
 func TestCancelDuringALongToolCallKillsTheProcess(t *testing.T) {
 	tk, sb := sandboxTools(t)
-	srv := openaitest.New(t, openaitest.Call("run_command", `{"command":"echo $$ > pid.txt; exec sleep 300"}`))
+	// The sleep carries a unique duration so the host can find it in
+	// /proc whatever PID namespace the sandbox has.
+	marker := fmt.Sprintf("300.%d", time.Now().UnixNano()%1000000007)
+	srv := openaitest.New(t, openaitest.Call("run_command", `{"command":"echo started > started.txt; exec sleep `+marker+`"}`))
 	a, _ := newAgent(srv, tk)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	pidFile := filepath.Join(sb.Info().HostWorkspace, "pid.txt")
-	pid := make(chan int, 1)
+	startedFile := filepath.Join(sb.Info().HostWorkspace, "started.txt")
+	seen := make(chan bool, 1)
 	a.OnEvent = func(e agentloop.Event) {
 		if _, ok := e.(agentloop.ToolCall); !ok {
 			return
 		}
 		go func() { // the tool runs once this event returns: wait for the process, then cancel
 			for ctx.Err() == nil {
-				if b, err := os.ReadFile(pidFile); err == nil && bytes.HasSuffix(b, []byte("\n")) {
-					n, _ := strconv.Atoi(strings.TrimSpace(string(b)))
-					pid <- n
+				if _, err := os.Stat(startedFile); err == nil && len(sleepers(marker)) > 0 {
+					seen <- true
 					cancel()
 					return
 				}
@@ -407,14 +409,40 @@ func TestCancelDuringALongToolCallKillsTheProcess(t *testing.T) {
 	if d := time.Since(started); d > time.Minute {
 		t.Errorf("Run returned after %v; the tool call was not stopped", d)
 	}
-	p := <-pid
+	<-seen
 	deadline := time.Now().Add(5 * time.Second)
-	for alive(p) {
+	for {
+		live := 0
+		for _, p := range sleepers(marker) {
+			if alive(p) {
+				live++
+			}
+		}
+		if live == 0 {
+			break
+		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the sandboxed process %d still runs after cancellation", p)
+			t.Fatalf("the sandboxed sleep %s still runs after cancellation", marker)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// sleepers returns the host pids of processes whose command line holds marker.
+func sleepers(marker string) []int {
+	ents, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err == nil && bytes.Contains(b, []byte("sleep\x00"+marker)) {
+			out = append(out, pid)
+		}
+	}
+	return out
 }
 
 // alive reports whether pid is a live process (a zombie awaiting its parent counts as dead).

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -42,7 +41,17 @@ func runMCP(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		if err != nil {
 			return nil, nil, err
 		}
-		return toolkit.ForSandbox(sb), func() { sb.Close() }, nil
+		// One line per sandbox, so that an operator (and the tests) can
+		// tell sessions' sandboxes apart and find their workspaces.
+		info := sb.Info()
+		log.Info("sandbox created", "sandbox", info.ID, "isolation", info.Isolation.String(),
+			"network", info.Network, "workspace", info.HostWorkspace, "python", info.Python)
+		return toolkit.ForSandbox(sb), func() {
+			if err := sb.Close(); err != nil {
+				log.Warn("closing the sandbox", "sandbox", info.ID, "error", err)
+			}
+			log.Info("sandbox closed", "sandbox", info.ID)
+		}, nil
 	}
 	srv := mcp.NewServer(factory, &mcp.Options{Logger: log, ClosedWorld: !sf.network,
 		Instructions: "Tools that run commands, Python and files in an isolated sandbox that lives as long as this session."})
@@ -54,7 +63,7 @@ func runMCP(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(os.Stderr, "sandboxkit mcp: serving streamable HTTP on http://%s\n", ln.Addr())
+	fmt.Fprintf(stderr, "sandboxkit mcp: serving streamable HTTP on http://%s\n", ln.Addr())
 	hs := &http.Server{Handler: srv.HTTPHandler(&mcp.HTTPOptions{IdleTimeout: *idle})}
 	go func() { <-ctx.Done(); srv.Close(); hs.Close() }()
 	if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {

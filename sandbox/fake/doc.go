@@ -1,0 +1,50 @@
+// Package fake is a sandbox for offline tests of an agent's tools and
+// loops: no process, no container, no network. fake.New(t) returns a real
+// *sandbox.Sandbox, so the built-in tools (toolkit.ForSandbox) and every
+// service work on it unchanged, together with a *Fake handle that scripts
+// answers and records calls.
+//
+//	sb, fk := fake.New(t)
+//	fk.Script.Command(fake.Exact("go test ./..."), fake.Reply{Stdout: "ok\n"})
+//	fk.Script.Python(fake.Regexp(`^df\.describe`), fake.PythonReply{Result: "count 3"})
+//	kit := toolkit.ForSandbox(sb)
+//	... run the code under test ...
+//	calls := fk.CallsOf(fake.KindCommand) // what ran, with the policy in force
+//
+// How it works: the fake is a backend (a driver.Driver) whose stream leads
+// to a fake agent inside the test process. The fake agent speaks the real
+// agent protocol (package sandbox/agent), so everything above it (package
+// sandbox, the Python kernel client, bash sessions, the toolkit) is the
+// production code, and errors carry the same codes as on the real
+// backends. It executes nothing:
+//
+//   - commands and background jobs are answered from the Script, matched on
+//     their command line (the script of `sh -c`, else the arguments joined)
+//     by Exact, Regexp or Func; a Hang reply runs until the call's timeout
+//     and ends with SBX_TIMEOUT and the partial output, like a real command;
+//   - Python cells are answered by a fake kernel driver speaking the kernel's
+//     protocol (results, displays, exceptions; a hanging cell is ended by the
+//     timeout's interrupt with KeyboardInterrupt, its state kept);
+//   - bash sessions are answered by a fake bash speaking the session
+//     protocol over the terminal stream (output, exit status, cwd, commands
+//     left running that take input and Ctrl-C);
+//   - the workspace is in memory with real file semantics: write then read,
+//     edit, list, move, copy, search, glob, tar in and out, symbolic links,
+//     quotas from the limits, and confinement errors (SBX_PATH_ESCAPE, ...)
+//     with the same codes as the agent's os.Root-based workspace.
+//
+// A call no rule answers is an error that names it and shows the rule to
+// add: a command fails with SBX_NOT_FOUND, a Python cell raises
+// NotScriptedError, a session command prints the message and exits 127.
+// The test itself also fails at its end, listing those calls, unless the
+// fake was made with AllowUnscripted.
+//
+// Every call (files included) is recorded with its arguments and the
+// Policy in force: network allowed or not, the isolation tier reported,
+// the limits, the call's timeout and environment.
+//
+// What the fake is not: a security boundary or a model of a real system.
+// It reports isolation tier none (ReportTier changes that), Pause and
+// Resume do nothing, and a scripted command changes files only if its
+// CommandFunc does so through Exec.Workspace.
+package fake

@@ -1,0 +1,239 @@
+package fake
+
+import (
+	"context"
+	"io"
+	"net"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sandboxkit/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandboxkit/sandbox/driver"
+)
+
+// WorkspacePath is where the fake sandbox's workspace appears to be, as
+// Info().Workspace and absolute paths see it.
+const WorkspacePath = "/workspace"
+
+// Fake is the test's handle on a fake sandbox: the Script that answers
+// calls, the Workspace, and the record of every call.
+type Fake struct {
+	// Script holds the rules answering commands, Python cells and shell
+	// commands. Add rules before the code under test runs (or between
+	// its calls); unanswered calls fail as described in the package doc.
+	Script *Script
+
+	cfg    config
+	t      testing.TB
+	fs     *memFS
+	rec    recorder
+	sb     *sandbox.Sandbox
+	limits sandbox.Limits
+
+	mu      sync.Mutex
+	network bool
+	tier    sandbox.Tier
+	env     []string
+	missing []string
+}
+
+// Option configures New.
+type Option func(*config)
+
+type config struct {
+	sandboxOpts     []sandbox.Option
+	tier            sandbox.Tier
+	noPython        bool
+	noBash          bool
+	allowUnscripted bool
+}
+
+// WithSandboxOptions passes options to sandbox.New (limits, network,
+// environment, audit, ...), so the policy the code under test would set
+// is the one recorded with each call.
+func WithSandboxOptions(opts ...sandbox.Option) Option {
+	return func(c *config) { c.sandboxOpts = append(c.sandboxOpts, opts...) }
+}
+
+// ReportTier makes the fake report isolation tier t in Info (default
+// TierNone: nothing is isolated because nothing runs). Use it when the
+// code under test asks for a tier with sandbox.RequireIsolation.
+func ReportTier(t sandbox.Tier) Option { return func(c *config) { c.tier = t } }
+
+// WithoutPython makes the sandbox report that python3 is missing, so
+// Python calls fail with SBX_UNAVAILABLE as on an image without it.
+func WithoutPython() Option { return func(c *config) { c.noPython = true } }
+
+// WithoutBash makes the sandbox report that bash is missing, so
+// Shells.Open fails with SBX_UNAVAILABLE.
+func WithoutBash() Option { return func(c *config) { c.noBash = true } }
+
+// AllowUnscripted stops New from failing the test at its end when a call
+// found no rule in the script (the call itself still fails as usual).
+// Use it in tests of how code copes with such failures.
+func AllowUnscripted() Option { return func(c *config) { c.allowUnscripted = true } }
+
+// New creates a fake sandbox for the test t and returns it with its
+// handle. The sandbox is a real *sandbox.Sandbox (the built-in tools and
+// every service work on it unchanged) whose backend runs nothing: see the
+// package doc. It is closed when the test ends; if any call found no rule
+// in the script, the test then fails with the list of those calls and how
+// to script them (unless AllowUnscripted).
+func New(t testing.TB, opts ...Option) (*sandbox.Sandbox, *Fake) {
+	t.Helper()
+	fk := &Fake{Script: &Script{}, t: t, fs: newMemFS(WorkspacePath)}
+	for _, o := range opts {
+		o(&fk.cfg)
+	}
+	fk.tier = fk.cfg.tier
+	sopts := append([]sandbox.Option{sandbox.WithDriver(&fakeDriver{fk: fk})}, fk.cfg.sandboxOpts...)
+	sb, err := sandbox.New(context.Background(), sopts...)
+	if err != nil {
+		t.Fatalf("fake.New: %v", err)
+	}
+	fk.sb = sb
+	info := sb.Info()
+	fk.mu.Lock()
+	fk.limits = info.Limits
+	fk.mu.Unlock()
+	t.Cleanup(func() {
+		_ = sb.Close()
+		fk.mu.Lock()
+		missing := slices.Clone(fk.missing)
+		fk.mu.Unlock()
+		if len(missing) > 0 && !fk.cfg.allowUnscripted {
+			t.Errorf("the fake sandbox received %d call(s) that no rule of its script answers:\n  %s", len(missing), strings.Join(missing, "\n  "))
+		}
+	})
+	return sb, fk
+}
+
+// Workspace returns the in-memory workspace.
+func (fk *Fake) Workspace() *Workspace { return &Workspace{fk.fs} }
+
+// Calls returns every call recorded so far, oldest first.
+func (fk *Fake) Calls() []Call { return fk.rec.all() }
+
+// CallsOf returns the recorded calls of one kind, oldest first.
+func (fk *Fake) CallsOf(k Kind) []Call {
+	var out []Call
+	for _, c := range fk.rec.all() {
+		if c.Kind == k {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// Unscripted returns the messages of the calls no rule answered.
+func (fk *Fake) Unscripted() []string {
+	fk.mu.Lock()
+	defer fk.mu.Unlock()
+	return slices.Clone(fk.missing)
+}
+
+func (fk *Fake) unscripted(msg string) {
+	fk.mu.Lock()
+	defer fk.mu.Unlock()
+	fk.missing = append(fk.missing, msg)
+}
+
+// policy is what is in force for a call with the given timeout and env.
+func (fk *Fake) policy(timeout time.Duration, env []string) Policy {
+	fk.mu.Lock()
+	defer fk.mu.Unlock()
+	return Policy{Network: fk.network, Isolation: fk.tier, Limits: fk.limits, Timeout: timeout, Env: mergeEnv(fk.env, env)}
+}
+
+func mergeEnv(base, extra []string) []string {
+	idx := map[string]int{}
+	out := make([]string, 0, len(base)+len(extra))
+	for _, kv := range slices.Concat(base, extra) {
+		k, _, _ := strings.Cut(kv, "=")
+		if i, ok := idx[k]; ok {
+			out[i] = kv
+			continue
+		}
+		idx[k] = len(out)
+		out = append(out, kv)
+	}
+	return out
+}
+
+// fakeDriver is the backend: its instance's stream leads to the fake
+// agent in this process.
+type fakeDriver struct{ fk *Fake }
+
+func (d *fakeDriver) Name() string { return "fake" }
+
+func (d *fakeDriver) Start(ctx context.Context, cfg driver.Config) (driver.Instance, error) {
+	fk := d.fk
+	if fk.tier < cfg.MinTier {
+		return nil, driver.Errorf("ISOLATION_UNAVAILABLE", nil, "the fake sandbox reports tier "+fk.tier.String()+", below the required "+cfg.MinTier.String()+": create it with fake.ReportTier")
+	}
+	fk.mu.Lock()
+	fk.network = cfg.Network
+	fk.mu.Unlock()
+	host, guest := net.Pipe()
+	srv := newServer(guest, fk, fk.fs)
+	inst := &instance{conn: host, done: make(chan struct{}), tier: fk.tier, cfg: cfg}
+	go func() {
+		defer close(inst.done)
+		_ = srv.serve()
+	}()
+	inst.srv = srv
+	return inst, nil
+}
+
+type instance struct {
+	conn net.Conn
+	srv  *server
+	done chan struct{}
+	tier sandbox.Tier
+	cfg  driver.Config
+	once sync.Once
+}
+
+func (i *instance) Conn() io.ReadWriteCloser { return i.conn }
+
+func (i *instance) Isolation() driver.Isolation {
+	how := "fake backend: nothing is executed, so nothing can reach the network"
+	if i.cfg.Network {
+		how = "allowed (recorded; the fake backend executes nothing)"
+	}
+	controls := []driver.Control{
+		{Name: "network", Enforced: !i.cfg.Network, Mechanism: how},
+		{Name: "filesystem", Enforced: true, Mechanism: "in-memory workspace; paths confined like os.Root"},
+	}
+	l := i.cfg.Limits
+	for _, c := range []struct {
+		name string
+		set  bool
+	}{{"cpu", l.CPUSeconds > 0}, {"memory", l.MemoryBytes > 0}, {"pids", l.Pids > 0}} {
+		if c.set {
+			controls = append(controls, driver.Control{Name: c.name, Enforced: true, Mechanism: "recorded in each call's Policy (the fake backend executes nothing)"})
+		}
+	}
+	if l.FileSizeBytes > 0 {
+		controls = append(controls, driver.Control{Name: "file_size", Enforced: true, Mechanism: "checked by the in-memory workspace on every write"})
+	}
+	if l.DiskBytes > 0 {
+		controls = append(controls, driver.Control{Name: "disk", Enforced: true, Mechanism: "checked by the in-memory workspace on every write"})
+	}
+	return driver.Isolation{Tier: i.tier, Controls: controls, WorkspacePath: WorkspacePath,
+		Gaps: []string{"fake backend for tests: commands, Python and shells are answered from a script, not run"}}
+}
+
+func (i *instance) Pause(context.Context) error  { return nil }
+func (i *instance) Resume(context.Context) error { return nil }
+
+func (i *instance) Close(context.Context) error {
+	i.once.Do(func() { i.conn.Close() })
+	<-i.done
+	return nil
+}
+
+func (i *instance) Done() <-chan struct{} { return i.done }

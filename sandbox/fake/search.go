@@ -1,0 +1,315 @@
+package fake
+
+import (
+	"archive/tar"
+	"bytes"
+	"errors"
+	"io"
+	"io/fs"
+	"path"
+	"regexp"
+	"regexp/syntax"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/sandboxkit/sandboxkit/sandbox/agent"
+)
+
+const (
+	defaultMaxResults = 200
+	maxSearchFile     = 32 << 20
+	maxMatchLine      = 500
+)
+
+func (m *memFS) search(a agent.FSSearchRequest) (any, *agent.WireError) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if a.Pattern == "" {
+		return nil, werr(agent.CodeInvalidArgument, "search pattern is empty")
+	}
+	expr := a.Pattern
+	if a.IgnoreCase {
+		expr = "(?i)" + expr
+	}
+	re, err := regexp.Compile("(?m)" + expr)
+	if err != nil {
+		var se *syntax.Error
+		if errors.As(err, &se) {
+			return nil, werr(agent.CodeInvalidArgument, "bad regular expression %q: %s (RE2 syntax: escape literal characters like ( [ . with a backslash)", a.Pattern, se.Code)
+		}
+		return nil, werr(agent.CodeInvalidArgument, "bad regular expression %q: %v", a.Pattern, err)
+	}
+	rel, e := m.rel(a.Path)
+	if e != nil {
+		return nil, e
+	}
+	for _, g := range append(append([]string{}, a.Include...), a.Exclude...) {
+		if _, err := path.Match(strings.ReplaceAll(g, "**", "*"), ""); err != nil {
+			return nil, werr(agent.CodeInvalidArgument, "bad glob %q: %v", g, err)
+		}
+	}
+	limit := a.MaxResults
+	if limit <= 0 {
+		limit = defaultMaxResults
+	}
+	rep := agent.FSSearchReply{Matches: []agent.Match{}}
+	total := 0
+	walkErr := m.walkFrom(rel, func(p string, n *node) error {
+		if n.kind == kindDir {
+			if p != rel && !a.All && (path.Base(p) == ".git" || path.Base(p) == "node_modules") {
+				return fs.SkipDir
+			}
+			return nil
+		}
+		if n.kind != kindFile {
+			return nil
+		}
+		sub := p
+		if rel != "." {
+			sub = strings.TrimPrefix(strings.TrimPrefix(p, rel), "/")
+			if sub == "" {
+				sub = path.Base(p)
+			}
+		}
+		if len(a.Include) > 0 && !anyGlob(a.Include, sub) {
+			return nil
+		}
+		if anyGlob(a.Exclude, sub) {
+			return nil
+		}
+		if total > limit {
+			return fs.SkipAll // one match past the limit proves the cut
+		}
+		rep.Files++
+		if len(n.data) > maxSearchFile {
+			return nil
+		}
+		if isBinary(n.data) {
+			if re.Match(n.data) {
+				rep.SkippedBinary++
+			}
+			return nil
+		}
+		for _, mt := range matchLines(p, n.data, re) {
+			total++
+			if len(rep.Matches) >= limit {
+				rep.Truncated = true
+				continue
+			}
+			rep.Matches = append(rep.Matches, mt)
+		}
+		return nil
+	})
+	if walkErr != nil {
+		return nil, fsError(a.Path, walkErr)
+	}
+	if total > limit {
+		rep.Truncated = true
+	}
+	return rep, nil
+}
+
+func anyGlob(globs []string, rel string) bool {
+	for _, g := range globs {
+		if globMatches(g, rel) {
+			return true
+		}
+	}
+	return false
+}
+
+// matchLines returns one Match per line holding a match, as the agent does.
+func matchLines(p string, data []byte, re *regexp.Regexp) []agent.Match {
+	var out []agent.Match
+	line, pos, lastLine := 1, 0, -1
+	for _, loc := range re.FindAllIndex(data, -1) {
+		line += bytes.Count(data[pos:loc[0]], []byte{'\n'})
+		pos = loc[0]
+		if line == lastLine {
+			continue
+		}
+		lastLine = line
+		start := bytes.LastIndexByte(data[:loc[0]], '\n') + 1
+		end := bytes.IndexByte(data[loc[0]:], '\n')
+		if end < 0 {
+			end = len(data)
+		} else {
+			end += loc[0]
+		}
+		text := bytes.TrimSuffix(data[start:end], []byte{'\r'})
+		if len(text) > maxMatchLine {
+			text = text[:maxMatchLine]
+			for len(text) > 0 && !utf8.Valid(text[max(0, len(text)-3):]) {
+				text = text[:len(text)-1]
+			}
+		}
+		out = append(out, agent.Match{Path: p, Line: line, Text: strings.ToValidUTF8(string(text), "\uFFFD")})
+	}
+	return out
+}
+
+// copyIn extracts a tar stream into dir, with the agent's confinement of
+// entry names and its limits.
+func (m *memFS) copyIn(dir string, in io.Reader) (any, *agent.WireError) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	base, e := m.rel(dir)
+	if e != nil {
+		return nil, e
+	}
+	if _, err := m.mkdirAll(base); err != nil {
+		return nil, fsError(dir, err)
+	}
+	used := int64(-1)
+	if m.disk > 0 {
+		used = m.usage()
+	}
+	tr := tar.NewReader(in)
+	var rep agent.FSCopyReply
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return rep, nil
+		}
+		if err != nil {
+			return nil, werr(agent.CodeInvalidArgument, "reading the tar stream: %v", err)
+		}
+		name := path.Clean(h.Name)
+		if path.IsAbs(name) || name == ".." || strings.HasPrefix(name, "../") || !utf8.ValidString(name) {
+			return nil, werr(agent.CodePathEscape, "tar entry %q leads outside the destination", h.Name)
+		}
+		target := path.Join(base, name)
+		if d := path.Dir(target); d != "." {
+			if _, err := m.mkdirAll(d); err != nil {
+				return nil, fsError(target, err)
+			}
+		}
+		mode := fs.FileMode(h.Mode) & 0o777
+		switch h.Typeflag {
+		case tar.TypeDir:
+			if _, err := m.mkdirAll(target); err != nil {
+				return nil, fsError(target, err)
+			}
+		case tar.TypeReg:
+			if m.fsize > 0 && h.Size > m.fsize {
+				return nil, werr(agent.CodeQuota, "tar entry %q is %d bytes, over the %d byte file size limit", h.Name, h.Size, m.fsize)
+			}
+			if used >= 0 && used+h.Size > m.disk {
+				return nil, werr(agent.CodeQuota, "tar entry %q would pass the workspace quota of %d bytes", h.Name, m.disk)
+			}
+			data, err := io.ReadAll(tr)
+			if err != nil {
+				return nil, werr(agent.CodeInvalidArgument, "reading the tar stream: %v", err)
+			}
+			l, err := m.walk(target, true)
+			if err == nil && l.node != nil && l.node.kind == kindDir {
+				err = errIsDir
+			}
+			if err != nil {
+				return nil, fsError(target, err)
+			}
+			if l.node != nil {
+				l.node.data, l.node.perm, l.node.mtime = data, mode, time.Now()
+			} else {
+				l.parent.kids[l.name] = &node{kind: kindFile, perm: mode, data: data, mtime: time.Now()}
+			}
+			if used >= 0 {
+				used += int64(len(data))
+			}
+			rep.Files++
+			rep.Bytes += int64(len(data))
+		case tar.TypeSymlink:
+			if l, err := m.walk(target, false); err == nil && l.node != nil && l.node.kind != kindDir {
+				delete(l.parent.kids, l.name)
+			}
+			l, err := m.walk(target, false)
+			if err == nil && l.node != nil {
+				err = errExist
+			}
+			if err != nil {
+				return nil, fsError(target, err)
+			}
+			l.parent.kids[l.name] = &node{kind: kindLink, perm: 0o777, target: h.Linkname, mtime: time.Now()}
+		case tar.TypeLink:
+			old := path.Clean(h.Linkname)
+			if path.IsAbs(old) || old == ".." || strings.HasPrefix(old, "../") {
+				return nil, werr(agent.CodePathEscape, "tar hard link %q -> %q leads outside the destination", h.Name, h.Linkname)
+			}
+			src, err := m.lookup(path.Join(base, old), false)
+			if err == nil && src.kind == kindDir {
+				err = errInvalid
+			}
+			if err != nil {
+				return nil, fsError(target, err)
+			}
+			l, err := m.walk(target, false)
+			if err == nil && l.node != nil {
+				err = errExist
+			}
+			if err != nil {
+				return nil, fsError(target, err)
+			}
+			l.parent.kids[l.name] = src // a hard link shares the node
+		}
+	}
+}
+
+// copyOut writes path (a file or a tree) as a tar stream to w.
+func (m *memFS) copyOut(p string, w io.Writer) (any, *agent.WireError) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	rel, e := m.rel(p)
+	if e != nil {
+		return nil, e
+	}
+	top, err := m.lookup(rel, true)
+	if err != nil {
+		return nil, fsError(p, err)
+	}
+	tw := tar.NewWriter(w)
+	var rep agent.FSCopyReply
+	add := func(name string, n *node) error {
+		h := &tar.Header{Name: name, Mode: int64(n.perm), ModTime: n.mtime, Format: tar.FormatPAX}
+		switch n.kind {
+		case kindDir:
+			h.Typeflag, h.Name = tar.TypeDir, name+"/"
+		case kindLink:
+			h.Typeflag, h.Linkname, h.Mode = tar.TypeSymlink, n.target, 0o777
+		default:
+			h.Typeflag, h.Size = tar.TypeReg, int64(len(n.data))
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			return err
+		}
+		if n.kind == kindFile {
+			if _, err := tw.Write(n.data); err != nil {
+				return err
+			}
+			rep.Files++
+			rep.Bytes += int64(len(n.data))
+		}
+		return nil
+	}
+	if top.kind != kindDir {
+		err = add(path.Base(rel), top)
+	} else {
+		err = walkTree(rel, top, func(q string, n *node) error {
+			if q == rel {
+				return nil
+			}
+			name := strings.TrimPrefix(strings.TrimPrefix(q, rel), "/")
+			if rel == "." {
+				name = q
+			}
+			return add(name, n)
+		})
+	}
+	if err == nil {
+		err = tw.Close()
+	}
+	if err != nil {
+		return nil, werr(agent.CodeCanceled, "copying %q out: %v", p, err)
+	}
+	return rep, nil
+}

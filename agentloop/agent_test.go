@@ -5,6 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"image"
+	"image/png"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -162,37 +166,77 @@ func TestReplayRunsTheRecordedTurnsAgainstRealTools(t *testing.T) {
 
 func TestRetries(t *testing.T) {
 	answer := openaitest.Text("done")
+	secondsOnly := openaitest.Reply{Status: 429, Error: &openaitest.APIError{Message: "slow down", Type: "requests"},
+		Header: http.Header{"Retry-After": {"1"}}} // what most servers other than OpenAI send
 	tests := []struct {
 		name    string
 		script  []openaitest.Step
 		retries int
-		wait    time.Duration // the wait of the first retry, when the server dictates it
+		// wait is the wait before the first retry when the server dictates it.
+		wait time.Duration
+		// midStream says the failed attempt streamed text before failing.
+		midStream bool
 	}{
-		{"429 then success honours retry-after", []openaitest.Step{openaitest.RateLimited(40 * time.Millisecond), answer}, 1, 40 * time.Millisecond},
-		{"500 then success", []openaitest.Step{openaitest.Fail(500, "boom"), answer}, 1, 0},
-		{"503 twice then success", []openaitest.Step{openaitest.Fail(503, "busy"), openaitest.Fail(503, "busy"), answer}, 2, 0},
-		{"408 then success", []openaitest.Step{openaitest.Fail(408, "slow"), answer}, 1, 0},
-		{"409 then success", []openaitest.Step{openaitest.Fail(409, "conflict"), answer}, 1, 0},
-		{"500 mid-stream then success", []openaitest.Step{openaitest.Reply{Text: "partial answer that fails", ErrorAfter: 3}, answer}, 1, 0},
-		{"connection cut mid-stream then success", []openaitest.Step{openaitest.Reply{Text: "partial answer that is cut", DropAfter: 3}, answer}, 1, 0},
+		{name: "429 then success honours retry-after-ms", script: []openaitest.Step{openaitest.RateLimited(40 * time.Millisecond), answer}, retries: 1, wait: 40 * time.Millisecond},
+		{name: "429 then success honours Retry-After in seconds", script: []openaitest.Step{secondsOnly, answer}, retries: 1, wait: time.Second},
+		{name: "500 then success", script: []openaitest.Step{openaitest.Fail(500, "boom"), answer}, retries: 1},
+		{name: "503 twice then success", script: []openaitest.Step{openaitest.Fail(503, "busy"), openaitest.Fail(503, "busy"), answer}, retries: 2},
+		{name: "408 then success", script: []openaitest.Step{openaitest.Fail(408, "slow"), answer}, retries: 1},
+		{name: "409 then success", script: []openaitest.Step{openaitest.Fail(409, "conflict"), answer}, retries: 1},
+		{name: "500 mid-stream then success", script: []openaitest.Step{openaitest.Reply{Text: "partial answer that fails", ErrorAfter: 3}, answer}, retries: 1, midStream: true},
+		{name: "connection cut mid-stream then success", script: []openaitest.Step{openaitest.Reply{Text: "partial answer that is cut", DropAfter: 3}, answer}, retries: 1, midStream: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			srv := openaitest.New(t, tt.script...)
+			// Note when each request reaches the server, to see the wait between them.
+			var arrived []time.Time
+			script := make([]openaitest.Step, len(tt.script))
+			for i, step := range tt.script {
+				script[i] = openaitest.StepFunc(func(req *openaitest.Request) openaitest.Reply {
+					arrived = append(arrived, time.Now())
+					return step.Respond(req)
+				})
+			}
+			srv := openaitest.New(t, script...)
 			a, log := newAgent(srv, toolkit.Of())
 			res, err := a.Run(context.Background(), "go")
 			if err != nil {
 				t.Fatal(err)
 			}
-			if res.Answer != "done" || res.Retries != tt.retries {
-				t.Errorf("answer %q after %d retries, want %q after %d", res.Answer, res.Retries, "done", tt.retries)
+			if res.Answer != "done" || res.Retries != tt.retries || len(arrived) != tt.retries+1 {
+				t.Errorf("answer %q after %d retries and %d requests, want %q after %d and %d", res.Answer, res.Retries, len(arrived), "done", tt.retries, tt.retries+1)
 			}
 			retries := log.retries()
 			if len(retries) != tt.retries {
 				t.Fatalf("%d retry events, want %d", len(retries), tt.retries)
 			}
-			if tt.wait > 0 && retries[0].Wait != tt.wait {
-				t.Errorf("waited %v, want the server's Retry-After %v", retries[0].Wait, tt.wait)
+			if tt.wait > 0 {
+				if retries[0].Wait != tt.wait {
+					t.Errorf("planned a wait of %v, want the server's %v", retries[0].Wait, tt.wait)
+				}
+				// The loop really waited before asking again (a lower bound: never flaky).
+				if gap := arrived[1].Sub(arrived[0]); gap < tt.wait {
+					t.Errorf("the retry came %v after the 429, before the %v the server asked for", gap, tt.wait)
+				}
+			}
+			if tt.midStream {
+				// Text of the failed attempt streamed before its Retry event: the failure came
+				// mid-answer, and the UI was told to drop that text.
+				var before string
+				for _, e := range log.events {
+					if _, ok := e.(agentloop.Retry); ok {
+						break
+					}
+					if d, ok := e.(agentloop.TextDelta); ok {
+						before += d.Text
+					}
+				}
+				if before == "" || !strings.HasPrefix("partial answer that", before[:min(len(before), 19)]) {
+					t.Errorf("before the retry the stream showed %q, want the start of the failed answer", before)
+				}
+				if got := log.text(1); !strings.HasSuffix(got, "done") {
+					t.Errorf("step 1 streamed %q, want it to end with the retried answer", got)
+				}
 			}
 		})
 	}
@@ -346,30 +390,20 @@ func TestBadConfigurationIsReported(t *testing.T) {
 	}
 }
 
-type commandIn struct {
-	Command string `json:"command" description:"shell command"`
-}
-
-type commandOut struct{ text string }
-
-func (o commandOut) ToolText() string { return o.text }
-
-// sandboxTools returns a toolkit with run_command over a real sandbox.
+// sandboxTools returns the built-in run_command over a real sandbox (the strongest tier the
+// machine has: the test is about cancellation, not isolation).
 func sandboxTools(t *testing.T) (*toolkit.Toolkit, *sandbox.Sandbox) {
 	t.Helper()
-	sb, err := sandbox.New(context.Background(), sandbox.AllowWeaker(sandbox.TierProcess))
+	sb, err := sandbox.New(context.Background(), sandbox.AllowWeaker(sandbox.TierLandlock, sandbox.TierProcess))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { sb.Close() })
-	run := toolkit.New("run_command", "Runs a shell command.", func(ctx context.Context, in commandIn) (commandOut, error) {
-		res, err := sb.Commands.Run(ctx, sandbox.Command{Shell: in.Command, Timeout: 5 * time.Minute})
-		if err != nil {
-			return commandOut{}, err
-		}
-		return commandOut{fmt.Sprintf("exit code: %d\n%s%s", res.ExitCode, res.Stdout, res.Stderr)}, nil
-	})
-	return toolkit.Of(run), sb
+	tk, err := toolkit.ForSandbox(sb).Subset("run_command")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tk, sb
 }
 
 func TestCancelDuringALongToolCallKillsTheProcess(t *testing.T) {
@@ -377,7 +411,7 @@ func TestCancelDuringALongToolCallKillsTheProcess(t *testing.T) {
 	// The sleep carries a unique duration so the host can find it in
 	// /proc whatever PID namespace the sandbox has.
 	marker := fmt.Sprintf("300.%d", time.Now().UnixNano()%1000000007)
-	srv := openaitest.New(t, openaitest.Call("run_command", `{"command":"echo started > started.txt; exec sleep `+marker+`"}`))
+	srv := openaitest.New(t, openaitest.Call("run_command", `{"command":"echo started > started.txt; exec sleep `+marker+`","timeout_seconds":600}`))
 	a, _ := newAgent(srv, tk)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -425,6 +459,11 @@ func TestCancelDuringALongToolCallKillsTheProcess(t *testing.T) {
 			t.Fatalf("the sandboxed sleep %s still runs after cancellation", marker)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+	// Only the tool's process was killed: the sandbox still serves the next run.
+	out, err := sb.Commands.Run(context.Background(), sandbox.Command{Shell: "echo still here"})
+	if err != nil || out.Stdout != "still here\n" {
+		t.Errorf("after the cancellation the sandbox answered %+v, %v", out, err)
 	}
 }
 
@@ -536,6 +575,90 @@ func TestBudgetShortensOldToolOutputsFirst(t *testing.T) {
 	if len(shortened) != 1 || shortened[0].Step != 3 || shortened[0].Messages != 1 || shortened[0].After >= shortened[0].Before {
 		t.Errorf("shortened events %+v, want one at step 3 for one message", shortened)
 	}
+}
+
+type plotOut struct{ png []byte }
+
+func (o plotOut) ToolText() string { return "plotted" }
+func (o plotOut) ToolImages() []toolkit.Image {
+	return []toolkit.Image{{MIMEType: "image/png", Data: o.png}}
+}
+
+func TestBudgetDropsOldImagesFirst(t *testing.T) {
+	var pic bytes.Buffer
+	if err := pngEncode(&pic); err != nil {
+		t.Fatal(err)
+	}
+	plot := toolkit.New("plot", "Plots a part of the data.", func(ctx context.Context, in logIn) (plotOut, error) {
+		return plotOut{pic.Bytes()}, nil
+	}, toolkit.ReadOnly())
+	// images returns, for each user message carrying image parts or the note that replaced
+	// them, how many images it still holds.
+	images := func(req *openaitest.Request) (kept []int, notes int) {
+		for _, m := range req.Chat.Messages {
+			if m.Role != goopenai.ChatMessageRoleUser {
+				continue
+			}
+			if strings.Contains(m.Content, "image(s) removed to keep the conversation within the model's context window") {
+				notes++
+				kept = append(kept, 0)
+				continue
+			}
+			n := 0
+			for _, p := range m.MultiContent {
+				if p.Type == goopenai.ChatMessagePartTypeImageURL {
+					n++
+				}
+			}
+			if n > 0 {
+				kept = append(kept, n)
+			}
+		}
+		return kept, notes
+	}
+	srv := openaitest.New(t,
+		openaitest.Call("plot", `{"part":1}`),
+		openaitest.Call("plot", `{"part":2}`),
+		openaitest.StepFunc(func(req *openaitest.Request) openaitest.Reply {
+			if kept, notes := images(req); len(kept) != 2 || notes != 0 {
+				t.Errorf("step 3 sent images %v with %d notes, want both images: they fit", kept, notes)
+			}
+			return openaitest.Call("plot", `{"part":3}`)
+		}),
+		openaitest.StepFunc(func(req *openaitest.Request) openaitest.Reply {
+			kept, notes := images(req)
+			if len(kept) != 3 || kept[0] != 0 || kept[2] != 1 || notes == 0 {
+				t.Errorf("step 4 sent images %v (0 = replaced by a note), want the oldest replaced and the latest kept", kept)
+			}
+			return openaitest.Text("seen the plots")
+		}),
+	)
+	a, log := newAgent(srv, toolkit.Of(plot))
+	// An image is reckoned at 800 tokens: two and the conversation fit in the 2250 a request
+	// may hold, three do not.
+	a.ContextWindow = 3000
+	res, err := a.Run(context.Background(), "plot the three parts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Answer != "seen the plots" {
+		t.Errorf("answer %q", res.Answer)
+	}
+	var shortened []agentloop.Shortened
+	for _, e := range log.events {
+		if s, ok := e.(agentloop.Shortened); ok {
+			shortened = append(shortened, s)
+		}
+	}
+	if len(shortened) != 1 || shortened[0].Step != 4 || shortened[0].After >= shortened[0].Before {
+		t.Errorf("shortened events %+v, want one at step 4", shortened)
+	}
+}
+
+// pngEncode writes a small PNG.
+func pngEncode(w io.Writer) error {
+	img := image.NewGray(image.Rect(0, 0, 4, 4))
+	return png.Encode(w, img)
 }
 
 func TestContextFullStopsBeforeSending(t *testing.T) {

@@ -203,6 +203,7 @@ func agent(ctx context.Context, o options, task string, tr *tracer) (int, error)
 	tr.header(sb.Info(), ws, a.Model, endpoint, task)
 	res, err := a.Run(ctx, task)
 	tr.files(ws)
+	tr.replaySummary()
 	if transcript != nil {
 		if cerr := transcript.Close(); cerr != nil && err == nil {
 			err = fmt.Errorf("--transcript: %w", cerr)

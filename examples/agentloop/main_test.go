@@ -114,6 +114,44 @@ func TestReplayOfTheShippedDemo(t *testing.T) {
 	}
 }
 
+// TestReplayWithoutMatplotlib shows what the README promises when the sandbox's Python has
+// no matplotlib: the plot step fails, the trace marks the results that differ from the
+// recording and names the missing package, and the exit status is 4. A package in the
+// workspace that fails to import stands in for the missing one (the kernel imports from its
+// working directory first), so this runs on any machine.
+func TestReplayWithoutMatplotlib(t *testing.T) {
+	ws := workspace(t)
+	if err := os.Mkdir(filepath.Join(ws, "matplotlib"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	stub := `raise ModuleNotFoundError("No module named 'matplotlib'", name="matplotlib")` + "\n"
+	if err := os.WriteFile(filepath.Join(ws, "matplotlib", "__init__.py"), []byte(stub), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, _ := runMain(t, "--replay", demoPath, "--workspace", ws)
+	if code != exitDiverged {
+		t.Errorf("exit %d, want %d", code, exitDiverged)
+	}
+	for _, want := range []string{
+		"ModuleNotFoundError: No module named 'matplotlib'",
+		"≠ differs from the recording: line 2 is --- error ---",
+		"≠ differs from the recording: line 1 is exit code: 2", // the final ls finds no sales.png
+		"warning: 2 tool results differed from the recording",
+		"The sandbox's Python lacks matplotlib (on Debian or Ubuntu: apt-get install python3-matplotlib).",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the trace lacks %q", want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(ws, "sales.png")); err == nil {
+		t.Errorf("sales.png exists although matplotlib could not be imported")
+	}
+	// The steps that do not need matplotlib still ran for real.
+	if b, err := os.ReadFile(filepath.Join(ws, "report.md")); err != nil || string(b) != demoReport {
+		t.Errorf("report.md = %q, %v", b, err)
+	}
+}
+
 // writeTranscript writes records as a transcript file and returns its path.
 func writeTranscript(t *testing.T, lines ...string) string {
 	t.Helper()
@@ -138,7 +176,7 @@ func TestReplayFlagsAToolResultThatDiffers(t *testing.T) {
 	for _, want := range []string{
 		"≠ differs from the recording: line 3 is hi",
 		"recorded: bye",
-		"1 tool result(s) differed from the recording",
+		"warning: 1 tool result differed from the recording",
 		"It said bye.", // the recorded answer is still shown: it is what the model said
 	} {
 		if !strings.Contains(out, want) {

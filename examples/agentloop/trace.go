@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -46,6 +48,8 @@ type tracer struct {
 	// counts the replayed results that came out otherwise.
 	recorded map[string]string
 	differ   int
+	// missing are Python modules that differing results could not import.
+	missing []string
 }
 
 func newTracer(w io.Writer, color bool) *tracer { return &tracer{w: w, color: color} }
@@ -170,10 +174,6 @@ func (t *tracer) finished(e agentloop.Finished) {
 	stats := fmt.Sprintf("%s · %s · %s · %s", count(r.Steps, "step"), count(r.ToolCalls, "tool call"), tokens, round(r.Elapsed))
 	if r.Retries > 0 {
 		stats += " · " + count(r.Retries, "retry")
-	}
-	if t.differ > 0 {
-		t.printf("\n%s %d tool result(s) differed from the recording (marked ≠ above); the replayed model turns after them were written for the recorded results, so the answer may not hold here\n",
-			t.style(styleYellow, "warning:"), t.differ)
 	}
 	var line string
 	switch r.Reason {
@@ -354,6 +354,26 @@ func (t *tracer) compareWith(rt *agentloop.Transcript) {
 	}
 }
 
+// noModule finds the module a Python import could not find.
+var noModule = regexp.MustCompile(`ModuleNotFoundError: No module named '([A-Za-z0-9_]+)`)
+
+// replaySummary ends a replay's trace with a warning when tool results differed from the
+// recording, naming the Python modules that were missing.
+func (t *tracer) replaySummary() {
+	if t.differ == 0 {
+		return
+	}
+	t.printf("%s %s differed from the recording (marked ≠ above): the replayed model turns after them were written for the recorded results, so the answer above may not hold here.\n",
+		t.style(styleYellow, "warning:"), count(t.differ, "tool result"))
+	if len(t.missing) > 0 {
+		var pkgs []string
+		for _, m := range t.missing {
+			pkgs = append(pkgs, "python3-"+strings.ToLower(m))
+		}
+		t.printf("         The sandbox's Python lacks %s (on Debian or Ubuntu: apt-get install %s).\n", strings.Join(t.missing, ", "), strings.Join(pkgs, " "))
+	}
+}
+
 // diverged returns how many replayed tool results differed from the recording.
 func (t *tracer) diverged() int { return t.differ }
 
@@ -374,6 +394,9 @@ func (t *tracer) compare(e agentloop.ToolResult) {
 		return
 	}
 	t.differ++
+	if m := noModule.FindStringSubmatch(e.Content); m != nil && !slices.Contains(t.missing, m[1]) {
+		t.missing = append(t.missing, m[1])
+	}
 	g, w := strings.Split(got, "\n"), strings.Split(rec, "\n")
 	i := 0
 	for i < len(g) && i < len(w) && g[i] == w[i] {

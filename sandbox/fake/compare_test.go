@@ -1,0 +1,324 @@
+package fake_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sandboxkit/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandboxkit/sandbox/fake"
+)
+
+// newLocal starts a real sandbox on the local backend, or skips (fails
+// where CI requires the namespace tier).
+func newLocal(t *testing.T) *sandbox.Sandbox {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	sb, err := sandbox.New(ctx, sandbox.AllowWeaker(sandbox.TierLandlock, sandbox.TierProcess))
+	if err != nil {
+		if strings.Contains(os.Getenv("SANDBOXKIT_REQUIRE"), "namespace") {
+			t.Fatalf("SANDBOXKIT_REQUIRE names namespace, but no local sandbox starts: %v", err)
+		}
+		t.Skipf("no local sandbox on this machine: %v", err)
+	}
+	t.Cleanup(func() { sb.Close() })
+	return sb
+}
+
+// step is one call made on both sandboxes. It returns the facts a user
+// would look at (result type and fields) and the error; both must match.
+type step struct {
+	name string
+	run  func(ctx context.Context, sb *sandbox.Sandbox) (string, error)
+}
+
+// compare runs the steps in order on the local sandbox and the fake and
+// fails on any difference in facts or error code.
+func compare(t *testing.T, real, fk *sandbox.Sandbox, steps []step) {
+	t.Helper()
+	for _, s := range steps {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		wantFacts, wantErr := s.run(ctx, real)
+		gotFacts, gotErr := s.run(ctx, fk)
+		cancel()
+		if sandbox.CodeOf(gotErr) != sandbox.CodeOf(wantErr) {
+			t.Errorf("%s: the fake's error is %v (code %q), the local backend's is %v (code %q)", s.name, gotErr, sandbox.CodeOf(gotErr), wantErr, sandbox.CodeOf(wantErr))
+		}
+		if gotFacts != wantFacts {
+			t.Errorf("%s:\n fake:  %s\n local: %s", s.name, gotFacts, wantFacts)
+		}
+	}
+}
+
+func cmdFacts(r *sandbox.Result) string {
+	if r == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("%T exit=%d signal=%q stdout=%q stderr=%q timedout=%v", r, r.ExitCode, r.Signal, r.Stdout, r.Stderr, r.TimedOut)
+}
+
+func run(cmd sandbox.Command) func(context.Context, *sandbox.Sandbox) (string, error) {
+	return func(ctx context.Context, sb *sandbox.Sandbox) (string, error) {
+		r, err := sb.Commands.Run(ctx, cmd)
+		return cmdFacts(r), err
+	}
+}
+
+func jobFacts(st sandbox.JobStatus) string {
+	return fmt.Sprintf("%T running=%v exit=%d signal=%q", st, st.Running, st.ExitCode, st.Signal)
+}
+
+func TestCommandsMatchTheLocalBackend(t *testing.T) {
+	real := newLocal(t)
+	sb, fk := fake.New(t, fake.AllowUnscripted())
+	s := fk.Script
+	s.Command(fake.Exact("echo hi"), fake.Reply{Stdout: "hi\n"})
+	s.Command(fake.Exact("echo oops >&2; exit 3"), fake.Reply{Stderr: "oops\n", ExitCode: 3})
+	s.Command(fake.Exact("sleep 30"), fake.Reply{Hang: true})
+	s.CommandFunc(fake.Exact("cat"), func(_ context.Context, e fake.Exec) fake.Reply { return fake.Reply{Stdout: string(e.Stdin)} })
+	s.Command(fake.Exact("echo job"), fake.Reply{Stdout: "job\n"})
+	for _, b := range []*sandbox.Sandbox{real, sb} {
+		if err := b.Files.Write(context.Background(), "afile", []byte("x"), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// How a killed job ends depends on the program (a shell running it
+	// prints "Terminated" and exits 143 itself): compare what a caller
+	// can rely on, that it ended with status 143.
+	startWait := func(cmd string, kill bool) func(context.Context, *sandbox.Sandbox) (string, error) {
+		return func(ctx context.Context, sb *sandbox.Sandbox) (string, error) {
+			j, err := sb.Commands.Start(ctx, sandbox.Command{Shell: cmd})
+			if err != nil {
+				return "", err
+			}
+			if kill {
+				if err := j.Kill(ctx); err != nil {
+					return "", err
+				}
+			}
+			st, err := j.Wait(ctx)
+			if err != nil {
+				return "", err
+			}
+			out, err := j.Output(ctx, 0)
+			if err != nil {
+				return "", err
+			}
+			if kill {
+				return fmt.Sprintf("%T running=%v exit=%d %T", st, st.Running, st.ExitCode, out), nil
+			}
+			return jobFacts(st) + fmt.Sprintf(" %T output=%q", out, out.Data), nil
+		}
+	}
+	compare(t, real, sb, []step{
+		{"output and exit 0", run(sandbox.Command{Shell: "echo hi"})},
+		{"stderr and a failing exit status are data", run(sandbox.Command{Shell: "echo oops >&2; exit 3"})},
+		{"a command past its timeout", run(sandbox.Command{Shell: "sleep 30", Timeout: 300 * time.Millisecond})},
+		{"stdin reaches the command", func(ctx context.Context, sb *sandbox.Sandbox) (string, error) {
+			r, err := sb.Commands.Run(ctx, sandbox.Command{Shell: "cat", Stdin: strings.NewReader("piped in")})
+			return cmdFacts(r), err
+		}},
+		{"a missing working directory", run(sandbox.Command{Args: []string{"echo"}, Dir: "missing"})},
+		{"a working directory outside", run(sandbox.Command{Args: []string{"echo"}, Dir: "../"})},
+		{"a working directory that is a file", run(sandbox.Command{Args: []string{"echo"}, Dir: "afile"})},
+		{"an empty command", run(sandbox.Command{})},
+		{"a timeout over the maximum", run(sandbox.Command{Shell: "echo hi", Timeout: 2 * time.Hour})},
+		{"a program that does not exist (unscripted on the fake)", run(sandbox.Command{Args: []string{"no-such-program-sbx"}})},
+		{"a background job", startWait("echo job", false)},
+		{"a killed background job", startWait("sleep 30", true)},
+		{"a job that does not exist", func(ctx context.Context, sb *sandbox.Sandbox) (string, error) {
+			st, err := sb.Commands.Job("job-999").Status(ctx)
+			return jobFacts(st), err
+		}},
+	})
+	if got := fk.Unscripted(); len(got) != 1 || !strings.Contains(got[0], "no-such-program-sbx") {
+		t.Errorf("unscripted calls recorded: %q", got)
+	}
+}
+
+func pyFacts(ex *sandbox.Execution) string {
+	if ex == nil {
+		return "<nil>"
+	}
+	f := fmt.Sprintf("%T stdout=%q timedout=%v exited=%v statelost=%v", ex, ex.Stdout, ex.TimedOut, ex.Exited, ex.StateLost)
+	if ex.Result != nil {
+		f += fmt.Sprintf(" result=%T/%s/%q", *ex.Result, ex.Result.Kind, ex.Result.Plain())
+	}
+	if ex.Error != nil {
+		f += fmt.Sprintf(" error=%T/%s/%q", ex.Error, ex.Error.Name, ex.Error.Value)
+	}
+	return f
+}
+
+func py(code string, timeout time.Duration) func(context.Context, *sandbox.Sandbox) (string, error) {
+	return func(ctx context.Context, sb *sandbox.Sandbox) (string, error) {
+		ex, err := sb.Python.Run(ctx, code, sandbox.PythonRunOptions{Timeout: timeout})
+		return pyFacts(ex), err
+	}
+}
+
+func TestPythonMatchesTheLocalBackend(t *testing.T) {
+	real := newLocal(t)
+	if !real.Info().PythonAvailable {
+		if strings.Contains(os.Getenv("SANDBOXKIT_REQUIRE"), "python") {
+			t.Fatal("SANDBOXKIT_REQUIRE names python, but the local sandbox has no python3")
+		}
+		t.Skip("no python3 in the local sandbox")
+	}
+	sb, fk := fake.New(t)
+	s := fk.Script
+	s.Python(fake.Exact("x = 21"), fake.PythonReply{})
+	s.Python(fake.Exact("x * 2"), fake.PythonReply{Result: "42"})
+	s.Python(fake.Exact(`print("hi")`), fake.PythonReply{Stdout: "hi\n"})
+	s.Python(fake.Exact("1/0"), fake.PythonReply{Error: &fake.PythonError{Name: "ZeroDivisionError", Value: "division by zero"}})
+	s.Python(fake.Regexp(`time\.sleep`), fake.PythonReply{Hang: true})
+	s.Python(fake.Exact("x"), fake.PythonReply{Result: "21"})
+	s.Python(fake.Exact("raise SystemExit(3)"), fake.PythonReply{Error: &fake.PythonError{Name: "SystemExit", Value: "3"}})
+	compare(t, real, sb, []step{
+		{"a statement", py("x = 21", 0)},
+		{"a final expression is the result", py("x * 2", 0)},
+		{"printed output", py(`print("hi")`, 0)},
+		{"an exception is data", py("1/0", 0)},
+		{"a cell past its timeout is interrupted", py("import time\ntime.sleep(30)", 500*time.Millisecond)},
+		{"state survives the interrupt", py("x", 0)},
+		{"SystemExit keeps the context", py("raise SystemExit(3)", 0)},
+		{"a timeout over the maximum", py("x", 2*time.Hour)},
+		{"removing a missing context", func(ctx context.Context, sb *sandbox.Sandbox) (string, error) {
+			return "", sb.Python.Remove(ctx, "nope")
+		}},
+		{"creating a context twice", func(ctx context.Context, sb *sandbox.Sandbox) (string, error) {
+			if err := sb.Python.Create(ctx, "second"); err != nil {
+				return "first create", err
+			}
+			return "", sb.Python.Create(ctx, "second")
+		}},
+	})
+}
+
+func TestPythonUnavailableMatchesAnImageWithoutPython(t *testing.T) {
+	sb, _ := fake.New(t, fake.WithoutPython())
+	_, err := sb.Python.Run(context.Background(), "1", sandbox.PythonRunOptions{})
+	if sandbox.CodeOf(err) != sandbox.CodeUnavailable {
+		t.Fatalf("Python.Run without python3: %v, want %s", err, sandbox.CodeUnavailable)
+	}
+}
+
+func shellFacts(r sandbox.ShellResult, ws string) string {
+	code := "nil"
+	if r.ExitCode != nil {
+		code = fmt.Sprint(*r.ExitCode)
+	}
+	cwd := strings.TrimPrefix(strings.TrimPrefix(r.Cwd, ws), "/")
+	return fmt.Sprintf("%T exit=%s running=%v ended=%v cwd=%q", r, code, r.Running, r.Ended, cwd)
+}
+
+func TestShellsMatchTheLocalBackend(t *testing.T) {
+	real := newLocal(t)
+	if real.Info().Bash == "" {
+		t.Skip("no bash in the local sandbox")
+	}
+	sb, fk := fake.New(t)
+	s := fk.Script
+	s.Shell(fake.Exact("echo hi"), fake.ShellReply{Output: "hi\n"})
+	s.Shell(fake.Exact("mkdir -p sub && cd sub"), fake.ShellReply{Cwd: "sub"})
+	s.Shell(fake.Exact("false"), fake.ShellReply{ExitCode: 1})
+	s.Shell(fake.Exact("sleep 30"), fake.ShellReply{Running: true})
+	sessions := map[*sandbox.Sandbox]*sandbox.Shell{}
+	shellRun := func(cmd string, timeout time.Duration, withOutput bool) func(context.Context, *sandbox.Sandbox) (string, error) {
+		return func(ctx context.Context, sb *sandbox.Sandbox) (string, error) {
+			r, err := sessions[sb].Run(ctx, cmd, sandbox.ShellRunOptions{Timeout: timeout})
+			f := shellFacts(r, sb.Info().Workspace)
+			if withOutput {
+				f += fmt.Sprintf(" output=%q", r.Output)
+			}
+			return f, err
+		}
+	}
+	compare(t, real, sb, []step{
+		{"open", func(ctx context.Context, sb *sandbox.Sandbox) (string, error) {
+			sh, err := sb.Shells.Open(ctx, sandbox.ShellOptions{})
+			sessions[sb] = sh
+			return fmt.Sprintf("%T", sh), err
+		}},
+		{"output and status", shellRun("echo hi", 0, true)},
+		{"cd is kept", shellRun("mkdir -p sub && cd sub", 0, true)},
+		{"a failing status", shellRun("false", 0, true)},
+		{"a command outliving its timeout keeps running", shellRun("sleep 30", 500*time.Millisecond, false)},
+		{"a new command while one runs", shellRun("echo hi", 0, false)},
+		{"Ctrl-C interrupts it", func(ctx context.Context, sb *sandbox.Sandbox) (string, error) {
+			r, err := sessions[sb].Input(ctx, "C-c", 5*time.Second)
+			return shellFacts(r, sb.Info().Workspace), err
+		}},
+		{"input with nothing running", func(ctx context.Context, sb *sandbox.Sandbox) (string, error) {
+			r, err := sessions[sb].Input(ctx, "hello", time.Second)
+			return shellFacts(r, sb.Info().Workspace), err
+		}},
+		{"a session that does not exist", func(ctx context.Context, sb *sandbox.Sandbox) (string, error) {
+			_, err := sb.Shells.Get("sh-nope")
+			return "", err
+		}},
+		{"a closed session", func(ctx context.Context, sb *sandbox.Sandbox) (string, error) {
+			if err := sessions[sb].Close(); err != nil {
+				return "close", err
+			}
+			r, err := sessions[sb].Run(ctx, "echo hi", sandbox.ShellRunOptions{})
+			return shellFacts(r, sb.Info().Workspace), err
+		}},
+	})
+}
+
+func TestConfinementMatchesTheLocalBackend(t *testing.T) {
+	real := newLocal(t)
+	sb, fk := fake.New(t)
+	fk.Script.CommandFunc(fake.Regexp(`^ln -s \S+ \S+$`), func(_ context.Context, e fake.Exec) fake.Reply {
+		if err := e.Workspace.Symlink(e.Args[2], e.Args[3]); err != nil {
+			return fake.Reply{Stderr: err.Error(), ExitCode: 1}
+		}
+		return fake.Reply{}
+	})
+	read := func(p string) func(context.Context, *sandbox.Sandbox) (string, error) {
+		return func(ctx context.Context, sb *sandbox.Sandbox) (string, error) {
+			data, err := sb.Files.ReadFile(ctx, p)
+			return fmt.Sprintf("%q", data), err
+		}
+	}
+	write := func(p string) func(context.Context, *sandbox.Sandbox) (string, error) {
+		return func(ctx context.Context, sb *sandbox.Sandbox) (string, error) {
+			return "", sb.Files.Write(ctx, p, []byte("x"), 0)
+		}
+	}
+	compare(t, real, sb, []step{
+		{"make links", func(ctx context.Context, sb *sandbox.Sandbox) (string, error) {
+			for _, l := range [][]string{{"/", "root"}, {"../..", "up"}, {"inside.txt", "ok"}, {"loop", "loop"}} {
+				if r, err := sb.Commands.Run(ctx, sandbox.Command{Args: []string{"ln", "-s", l[0], l[1]}}); err != nil || r.ExitCode != 0 {
+					return fmt.Sprintf("ln %v: %v", l, r), err
+				}
+			}
+			return "", sb.Files.Write(ctx, "inside.txt", []byte("in"), 0)
+		}},
+		{"dot-dot", read("../outside")},
+		{"an absolute path elsewhere", read("/etc/passwd")},
+		{"a link to /", read("root/etc/passwd")},
+		{"a link climbing out", read("up/etc/passwd")},
+		{"a link inside", read("ok")},
+		{"a link loop", read("loop")},
+		{"write through a link to /", write("root/tmp/x")},
+		{"write through a link climbing out", write("up/x")},
+		{"write through a link inside", write("ok")},
+		{"list through a link out", func(ctx context.Context, sb *sandbox.Sandbox) (string, error) {
+			_, err := sb.Files.List(ctx, "up", sandbox.ListOptions{})
+			return "", err
+		}},
+		{"search below a link out", func(ctx context.Context, sb *sandbox.Sandbox) (string, error) {
+			_, err := sb.Files.Search(ctx, sandbox.SearchOptions{Pattern: "root", Path: "root/etc"})
+			return "", err
+		}},
+		{"move onto a path outside", func(ctx context.Context, sb *sandbox.Sandbox) (string, error) {
+			return "", sb.Files.Move(ctx, "inside.txt", "../x", false)
+		}},
+	})
+}

@@ -1,0 +1,161 @@
+package openai_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	goopenai "github.com/sashabaranov/go-openai"
+
+	"github.com/sandboxkit/sandboxkit/adapters/openai"
+	"github.com/sandboxkit/sandboxkit/adapters/openai/openaitest"
+	"github.com/sandboxkit/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandboxkit/toolkit"
+)
+
+// newSandbox creates a sandbox with the default settings (the namespace tier, no network) and
+// checks that this is what it got. Where the namespace tier or Python is unavailable the test
+// skips, unless SANDBOXKIT_REQUIRE names what is missing (as CI sets it): then it fails.
+func newSandbox(t *testing.T) *sandbox.Sandbox {
+	t.Helper()
+	require := os.Getenv("SANDBOXKIT_REQUIRE")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	sb, err := sandbox.New(ctx)
+	if err != nil {
+		if sandbox.CodeOf(err) == sandbox.CodeIsolationUnavailable && !strings.Contains(require, "namespace") {
+			t.Skipf("the default sandbox (namespace tier) cannot be created here: %v", err)
+		}
+		t.Fatalf("sandbox.New: %v", err)
+	}
+	t.Cleanup(func() { sb.Close() })
+	info := sb.Info()
+	if info.Isolation < sandbox.TierNamespace || info.Network {
+		t.Fatalf("default sandbox has isolation %s, network %v; want at least namespace and no network", info.Isolation, info.Network)
+	}
+	if !info.PythonAvailable {
+		if strings.Contains(require, "python") {
+			t.Fatalf("SANDBOXKIT_REQUIRE has python, but the sandbox has no python3")
+		}
+		t.Skip("no python3 in the sandbox")
+	}
+	return sb
+}
+
+// TestStreamedRoundTripInSandbox is the whole turn with the real go-openai client and the
+// built-in tools over a real sandbox: every tool declared (and accepted by the server's
+// strict-mode checks), two parallel calls streamed with interleaved argument fragments,
+// both executed inside the sandbox, their results sent back and checked by the server.
+func TestStreamedRoundTripInSandbox(t *testing.T) {
+	sb := newSandbox(t)
+	tk := toolkit.ForSandbox(sb)
+	const (
+		pyCode = "squares = [n * n for n in range(1, 11)]\nsum(squares)"
+		shCmd  = "echo $((6 * 7)) | tee answer.txt"
+	)
+	srv := openaitest.New(t,
+		openaitest.StepFunc(func(req *openaitest.Request) openaitest.Reply {
+			names := map[string]bool{}
+			for _, tl := range req.Chat.Tools {
+				names[tl.Function.Name] = tl.Function.Strict
+			}
+			if len(req.Chat.Tools) != len(tk.Tools()) || !names["run_python"] || !names["run_command"] {
+				t.Errorf("declared tools = %v; want all %d built-ins, run_python and run_command strict", names, len(tk.Tools()))
+			}
+			return openaitest.Reply{FragmentSize: 4, ToolCalls: []openaitest.ToolCall{
+				{ID: "call_py", Name: "run_python", Arguments: jsonObject("code", pyCode)},
+				{ID: "call_sh", Name: "run_command", Arguments: jsonObject("command", shCmd)},
+			}}
+		}),
+		openaitest.StepFunc(func(req *openaitest.Request) openaitest.Reply {
+			res := req.ToolResults()
+			if !strings.Contains(res["call_py"], "385") {
+				t.Errorf("run_python result sent back = %q; want the value of sum(squares), 385", res["call_py"])
+			}
+			if !strings.Contains(res["call_sh"], "42") || !strings.Contains(res["call_sh"], "exit code: 0") {
+				t.Errorf("run_command result sent back = %q; want exit code 0 and 42", res["call_sh"])
+			}
+			asst := req.Chat.Messages[len(req.Chat.Messages)-3]
+			if len(asst.ToolCalls) != 2 || asst.ToolCalls[0].Function.Arguments != jsonObject("code", pyCode) ||
+				asst.ToolCalls[1].Function.Arguments != jsonObject("command", shCmd) {
+				t.Errorf("assistant message sent back = %+v; want both calls with their arguments joined", asst)
+			}
+			return openaitest.Text("385 and 42; the answer is saved in answer.txt.")
+		}),
+	)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	client := srv.Client()
+	req := goopenai.ChatCompletionRequest{
+		Model:         "gpt-test",
+		Messages:      []goopenai.ChatCompletionMessage{{Role: "user", Content: "sum the first ten squares, and save 6*7 in answer.txt"}},
+		Tools:         openai.Tools(tk),
+		StreamOptions: &goopenai.StreamOptions{IncludeUsage: true},
+	}
+	var answer string
+	var order strings.Builder // the index of every tool-call delta, in stream order
+	for turn := 0; turn < 2 && answer == ""; turn++ {
+		stream, err := client.CreateChatCompletionStream(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var acc openai.Accumulator
+		for {
+			chunk, err := stream.Recv()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range chunk.Choices {
+				for _, d := range c.Delta.ToolCalls {
+					fmt.Fprint(&order, *d.Index)
+				}
+			}
+			if err := acc.Add(chunk); err != nil {
+				t.Fatal(err)
+			}
+		}
+		stream.Close()
+		if acc.Usage() == nil || acc.FinishReason() == "" {
+			t.Errorf("turn %d: usage %v, finish reason %q; want both", turn, acc.Usage(), acc.FinishReason())
+		}
+		msg := acc.Message()
+		req.Messages = append(req.Messages, msg)
+		if len(msg.ToolCalls) == 0 {
+			answer = msg.Content
+			break
+		}
+		results, err := openai.Dispatch(ctx, tk, msg.ToolCalls)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Messages = append(req.Messages, results...)
+	}
+	if o := order.String(); !strings.Contains(o, "10") || !strings.Contains(o, "01") {
+		t.Errorf("tool-call deltas arrived in index order %s; the round must cover interleaved fragments", o)
+	}
+	if answer != "385 and 42; the answer is saved in answer.txt." {
+		t.Errorf("answer = %q", answer)
+	}
+	if got, err := sb.Files.ReadFile(ctx, "answer.txt"); err != nil || string(got) != "42\n" {
+		t.Errorf("answer.txt in the sandbox = %q, %v; want 42", got, err)
+	}
+}
+
+// jsonObject renders {"key": value} the way a model writes arguments.
+func jsonObject(key, value string) string {
+	b, err := json.Marshal(map[string]string{key: value})
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}

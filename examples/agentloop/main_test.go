@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 	"unsafe"
 
 	"github.com/sandboxkit/sandboxkit/adapters/openai/openaitest"
@@ -243,6 +244,32 @@ func TestStepLimitIsAClearStop(t *testing.T) {
 	}
 	if !strings.Contains(out, "■ stopped: step limit reached (raise --max-steps) after 2 steps · 2 tool calls") {
 		t.Errorf("the trace does not say the step limit stopped the run")
+	}
+}
+
+func TestInterruptStopsTheRunningTool(t *testing.T) {
+	srv := openaitest.New(t, openaitest.Call("run_command", `{"command":"touch started && sleep 300 && touch finished","timeout_seconds":600}`))
+	ws := workspace(t)
+	go func() {
+		// Ctrl-C once the tool runs: run has installed its handler by then, so the signal
+		// reaches it and not the test binary's default action.
+		for range 3000 {
+			if _, err := os.Stat(filepath.Join(ws, "started")); err == nil {
+				syscall.Kill(os.Getpid(), syscall.SIGINT)
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	code, out, errOut := runMain(t, "--base-url", srv.URL, "--api-key", "k", "--workspace", ws, "sleep")
+	if code != exitInterrupted || errOut != "" {
+		t.Errorf("exit %d, stderr %q; want %d and nothing", code, errOut, exitInterrupted)
+	}
+	if !strings.Contains(out, "■ interrupted after 1 step · 0 tool calls") {
+		t.Errorf("the trace does not say the run was interrupted")
+	}
+	if _, err := os.Stat(filepath.Join(ws, "finished")); err == nil {
+		t.Errorf("the command ran to its end although the run was interrupted")
 	}
 }
 

@@ -169,15 +169,32 @@ func newFlags(name, synopsis, description string, stdout io.Writer) *flag.FlagSe
 }
 
 // parse parses args, turning flag errors into usage errors and --help into
-// flag.ErrHelp after printing the usage.
+// flag.ErrHelp after printing the usage once, on stdout.
 func parse(fs *flag.FlagSet, args []string) error {
+	// The flag package calls Usage itself on --help and on every parse
+	// error: keep it quiet meanwhile, so that a mistyped flag gets the
+	// short error on stderr (exitCode), not the whole help on stdout.
+	usage := fs.Usage
+	fs.Usage = func() {}
 	err := fs.Parse(args)
+	fs.Usage = usage
 	if errors.Is(err, flag.ErrHelp) {
-		fs.Usage()
+		usage()
 		return flag.ErrHelp
 	}
 	if err != nil {
 		return usageError{err.Error()}
+	}
+	return nil
+}
+
+// parseNoArgs is parse for subcommands that take flags only.
+func parseNoArgs(fs *flag.FlagSet, args []string) error {
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usagef("unexpected arguments: %q", fs.Args())
 	}
 	return nil
 }

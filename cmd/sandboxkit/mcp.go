@@ -24,11 +24,8 @@ func runMCP(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	sf.register(fs)
 	addr := fs.String("http", "", "serve streamable HTTP on `addr` (e.g. 127.0.0.1:8080) instead of stdio")
 	idle := fs.Duration("idle-timeout", 30*time.Minute, "with --http: end a session and close its sandbox after this long without requests")
-	if err := parse(fs, args); err != nil {
+	if err := parseNoArgs(fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return usagef("unexpected arguments: %v", fs.Args())
 	}
 	opts, closeBackend, err := sf.options()
 	if err != nil {

@@ -34,7 +34,7 @@ func sigName(s syscall.Signal) string {
 
 func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("doctor", "", "Report what this machine can enforce, one line per capability, and which tier\nsandbox.New picks. Exits 0 when a sandbox can be created with the default (strict) settings.", stdout)
-	if err := parse(fs, args); err != nil {
+	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
 	caps := isolate.Probe()
@@ -62,7 +62,7 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) err
 
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("demo", "", "Create a sandbox, run a command, write and read a file, start and poll a job,\nshow the isolation in force and tear down, printing each step.", stdout)
-	if err := parse(fs, args); err != nil {
+	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
 	step := func(n int, what, detail string) { fmt.Fprintf(stdout, "%d. %-10s %s\n", n, what, detail) }
@@ -117,7 +117,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 
 func runGC(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("gc", "", "Remove Docker containers left by sandboxkit (label sandboxkit=1). Local sandboxes\nneed no GC: they die with the process that created them.", stdout)
-	if err := parse(fs, args); err != nil {
+	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)

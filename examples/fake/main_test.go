@@ -1,0 +1,88 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/sandboxkit/sandboxkit/sandbox/fake"
+	"github.com/sandboxkit/sandboxkit/toolkit"
+)
+
+// TestReadmeExample keeps the README's "Testing your agent offline" block
+// equal to tool_test.go, which this package runs.
+func TestReadmeExample(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := os.ReadFile("tool_test.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	block := regexp.MustCompile("(?s)<!-- fake-example -->\\s*```go\\n(.*?)```").FindSubmatch(readme)
+	if block == nil {
+		t.Fatal("README.md has no offline-testing block (marked <!-- fake-example -->)")
+	}
+	if strings.TrimSpace(string(block[1])) != strings.TrimSpace(string(src)) {
+		t.Fatal("README.md's offline-testing example differs from examples/fake/tool_test.go: copy the file into the README")
+	}
+}
+
+// TestMainOnARealSandbox runs the program: the same tool on the local
+// backend finds the TODO main writes.
+func TestMainOnARealSandbox(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the program")
+	}
+	out, err := exec.Command("go", "run", ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go run: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "1 TODOs:\n./main.py:1:print('hi')  # TODO: greet by name") {
+		t.Fatalf("unexpected output:\n%s", out)
+	}
+}
+
+// TestBuiltinToolsOnTheFake drives the built-in tools the way a model
+// would, showing they work on the fake unchanged: files for real (in
+// memory), commands, Python and bash from the script, and errors with the
+// codes the model would see on a real sandbox.
+func TestBuiltinToolsOnTheFake(t *testing.T) {
+	sb, fk := fake.New(t)
+	fk.Script.Command(fake.Regexp(`^python3 -m pytest`), fake.Reply{Stdout: "1 passed\n"})
+	fk.Script.Python(fake.Exact("sum(range(10))"), fake.PythonReply{Result: "45"})
+	fk.Script.Shell(fake.Exact("cd src && ls"), fake.ShellReply{Output: "app.py\n", Cwd: "src"})
+	kit := toolkit.ForSandbox(sb)
+	ctx := context.Background()
+	for _, c := range []struct {
+		tool, args, want string
+		isError          bool
+	}{
+		{"write_file", `{"path":"src/app.py","content":"x = 1\n"}`, "wrote 6 bytes to src/app.py", false},
+		{"read_file", `{"path":"src/app.py"}`, "x = 1", false},
+		{"edit_file", `{"path":"src/app.py","old_text":"x = 1","new_text":"x = 2"}`, "", false},
+		{"search_files", `{"pattern":"x = 2"}`, "src/app.py:1:x = 2", false},
+		{"find_files", `{"pattern":"*.py"}`, "src/app.py", false},
+		{"read_file", `{"path":"../etc/passwd"}`, "SBX_PATH_ESCAPE", true},
+		{"read_file", `{"path":"missing.txt"}`, "SBX_NOT_FOUND", true},
+		{"run_command", `{"command":"python3 -m pytest -q"}`, "1 passed", false},
+		{"run_python", `{"code":"sum(range(10))"}`, "45", false},
+		{"bash", `{"command":"cd src && ls"}`, "app.py", false},
+	} {
+		res, err := kit.Call(ctx, c.tool, json.RawMessage(c.args))
+		if err != nil {
+			t.Fatalf("%s %s: %v", c.tool, c.args, err)
+		}
+		if res.IsError != c.isError || !strings.Contains(res.Text, c.want) {
+			t.Errorf("%s %s: IsError=%v text %q, want IsError=%v and %q", c.tool, c.args, res.IsError, res.Text, c.isError, c.want)
+		}
+	}
+	if info := sb.Info(); info.Backend != "fake" || info.Network {
+		t.Errorf("Info: backend %q, network %v", info.Backend, info.Network)
+	}
+}

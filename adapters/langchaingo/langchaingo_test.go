@@ -21,7 +21,10 @@ import (
 	"github.com/sandboxkit/sandboxkit/toolkit"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	// The local backend's launcher thread lives as long as the process by design.
+	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/sandboxkit/sandboxkit/sandbox/local.startLocked.func1.1"))
+}
 
 type addIn struct {
 	A int `json:"a" description:"first addend"`

@@ -187,7 +187,7 @@ func agent(ctx context.Context, o options, task string, tr *tracer) (int, error)
 	sb, err := sandbox.New(ctx, opts...)
 	if err != nil {
 		if sandbox.CodeOf(err) == "SBX_ISOLATION_UNAVAILABLE" {
-			err = fmt.Errorf("%w\n(see 'go run ./cmd/sandboxkit doctor'; --allow-weaker landlock,process accepts a weaker tier)", err)
+			err = fmt.Errorf("%w\n(this program accepts a weaker tier by name: --allow-weaker landlock,process)", err)
 		}
 		return exitFailed, fmt.Errorf("creating the sandbox: %w", err)
 	}

@@ -273,6 +273,25 @@ func TestInterruptStopsTheRunningTool(t *testing.T) {
 	}
 }
 
+func TestWeakerIsolationOnlyByName(t *testing.T) {
+	path := writeTranscript(t,
+		`{"kind":"start","model":"m","task":"where am I"}`,
+		`{"kind":"turn","step":1,"message":{"role":"assistant","tool_calls":[{"id":"c1","type":"function","function":{"name":"sandbox_info","arguments":"{}"}}]}}`,
+		`{"kind":"turn","step":2,"message":{"role":"assistant","content":"Here."}}`,
+	)
+	// The parent of t.TempDir() is private, so the namespace tier's unprivileged uid cannot
+	// reach a workspace there: the strong tier is unavailable for this workspace.
+	ws := filepath.Join(t.TempDir(), "ws")
+	code, _, errOut := runMain(t, "--replay", path, "--workspace", ws)
+	if code != exitFailed || !strings.Contains(errOut, "SBX_ISOLATION_UNAVAILABLE") || !strings.Contains(errOut, "--allow-weaker landlock,process") {
+		t.Fatalf("exit %d, stderr %q; want a refusal that names --allow-weaker", code, errOut)
+	}
+	code, out, _ := runMain(t, "--replay", path, "--workspace", ws, "--allow-weaker", "landlock,process")
+	if code != exitOK || !strings.Contains(out, "isolation process (not enforced: ") && !strings.Contains(out, "isolation landlock") {
+		t.Errorf("exit %d; want 0 and the weaker tier named in the header", code)
+	}
+}
+
 func TestUsageErrors(t *testing.T) {
 	t.Setenv("OPENAI_API_KEY", "")
 	t.Setenv("OPENAI_BASE_URL", "")

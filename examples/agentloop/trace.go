@@ -96,8 +96,17 @@ func (t *tracer) endLine() {
 
 func (t *tracer) header(info sandbox.Info, workspace, model, endpoint, task string) {
 	iso := info.Isolation.String()
-	if info.Isolation == sandbox.TierProcess {
-		iso += " (commands are not confined to the workspace)"
+	// The controls that keep the agent's commands off the host; resource limits that were
+	// not asked for (cpu, disk) are not gaps.
+	confining := []string{"filesystem", "network", "processes_visible", "syscalls", "environment"}
+	var gaps []string
+	for _, c := range info.Controls {
+		if !c.Enforced && slices.Contains(confining, c.Name) && (c.Name != "network" || !info.Network) {
+			gaps = append(gaps, c.Name)
+		}
+	}
+	if len(gaps) > 0 {
+		iso += t.style(styleYellow, " (not enforced: "+strings.Join(gaps, ", ")+")")
 	}
 	python := info.Python
 	if python == "" {
@@ -121,7 +130,7 @@ func (t *tracer) event(e agentloop.Event) {
 	switch e := e.(type) {
 	case agentloop.StepStarted:
 		t.textShown = false
-		t.printf("\n%s %s\n", t.style(styleBold, fmt.Sprintf("step %d", e.Step)), t.style(styleDim, fmt.Sprintf("(%d messages, ~%s tokens)", e.Messages, thousands(e.EstimatedTokens))))
+		t.printf("\n%s %s\n", t.style(styleBold, fmt.Sprintf("step %d", e.Step)), t.style(styleDim, fmt.Sprintf("(%s, ~%s tokens)", count(e.Messages, "message"), thousands(e.EstimatedTokens))))
 	case agentloop.TextDelta:
 		t.text(e.Text)
 	case agentloop.ToolCall:

@@ -227,6 +227,7 @@ func TestShellsMatchTheLocalBackend(t *testing.T) {
 	s.Shell(fake.Exact("mkdir -p sub && cd sub"), fake.ShellReply{Cwd: "sub"})
 	s.Shell(fake.Exact("false"), fake.ShellReply{ExitCode: 1})
 	s.Shell(fake.Exact("sleep 30"), fake.ShellReply{Running: true})
+	s.Shell(fake.Exact("exit 4"), fake.ShellReply{ExitCode: 4, Exit: true})
 	sessions := map[*sandbox.Sandbox]*sandbox.Shell{}
 	shellRun := func(cmd string, timeout time.Duration, withOutput bool) func(context.Context, *sandbox.Sandbox) (string, error) {
 		return func(ctx context.Context, sb *sandbox.Sandbox) (string, error) {
@@ -268,6 +269,16 @@ func TestShellsMatchTheLocalBackend(t *testing.T) {
 			r, err := sessions[sb].Run(ctx, "echo hi", sandbox.ShellRunOptions{})
 			return shellFacts(r, sb.Info().Workspace), err
 		}},
+		{"exit ends a session", func(ctx context.Context, sb *sandbox.Sandbox) (string, error) {
+			sh, err := sb.Shells.Open(ctx, sandbox.ShellOptions{})
+			if err != nil {
+				return "open", err
+			}
+			sessions[sb] = sh
+			r, err := sh.Run(ctx, "exit 4", sandbox.ShellRunOptions{})
+			return shellFacts(r, sb.Info().Workspace), err
+		}},
+		{"a call after exit", shellRun("echo hi", 0, false)},
 	})
 }
 

@@ -232,3 +232,43 @@ func TestWorkspaceQuotaFromTheLimits(t *testing.T) {
 		t.Fatalf("a rewrite within the quota: %v", err)
 	}
 }
+
+func TestShellCommandsArriveVerbatim(t *testing.T) {
+	sb, fk := fake.New(t)
+	long := "echo " + strings.Repeat("abc'\\\"$ ", 600) // past the terminal's line limit: sent in pieces
+	odd := "printf '%s\\n' \"héllo\" 'it''s' !x\ncat <<EOF\n\ttab\nEOF"
+	var seen []string
+	fk.Script.ShellFunc(fake.Func("any", func(string) bool { return true }), func(_ context.Context, s fake.Shell) fake.ShellReply {
+		seen = append(seen, s.Text)
+		return fake.ShellReply{Output: "ok\n"}
+	})
+	sh, err := sb.Shells.Open(context.Background(), sandbox.ShellOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []string{long, odd} {
+		r, err := sh.Run(context.Background(), c, sandbox.ShellRunOptions{})
+		if err != nil || r.Output != "ok\n" {
+			t.Fatalf("Run: %+v %v", r, err)
+		}
+	}
+	if len(seen) != 2 || seen[0] != long || seen[1] != odd {
+		t.Fatalf("the script saw %q", seen)
+	}
+}
+
+func TestShellExitEndsTheSession(t *testing.T) {
+	sb, fk := fake.New(t)
+	fk.Script.Shell(fake.Exact("exit 4"), fake.ShellReply{Output: "bye\n", ExitCode: 4, Exit: true})
+	sh, err := sb.Shells.Open(context.Background(), sandbox.ShellOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := sh.Run(context.Background(), "exit 4", sandbox.ShellRunOptions{})
+	if err != nil || !r.Ended || r.ExitCode == nil || *r.ExitCode != 4 {
+		t.Fatalf("exit: %+v %v", r, err)
+	}
+	if _, err := sh.Run(context.Background(), "exit 4", sandbox.ShellRunOptions{}); !errors.Is(err, &sandbox.Error{Code: sandbox.CodeEnded}) {
+		t.Fatalf("a call after exit: %v", err)
+	}
+}

@@ -117,6 +117,10 @@ type ShellReply struct {
 	// later Input calls are matched against the shell rules; "C-c"
 	// interrupts it with status 130.
 	Running bool
+	// Exit ends the session after the output, as `exit` does: the result
+	// says Ended with ExitCode as the shell's status, and later calls fail
+	// with SBX_ENDED.
+	Exit bool
 }
 
 // Shell describes a session command (or input to a running one) as a

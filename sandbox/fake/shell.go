@@ -78,7 +78,7 @@ func (s *server) serveShell(r *request, a agent.ExecRequest, dir string) (any, *
 	r.event(agent.Event{Kind: "started", PID: pid})
 	var buf []byte
 	p := make([]byte, 32<<10)
-	for {
+	for !b.isEnded() {
 		n, err := r.Read(p)
 		if err != nil {
 			break
@@ -98,6 +98,12 @@ func (s *server) serveShell(r *request, a agent.ExecRequest, dir string) (any, *
 		}
 	}
 	return agent.ExecReply{PID: pid, ExitCode: code, Signal: sig, DurationNs: time.Since(start).Nanoseconds()}, nil
+}
+
+func (b *fakeBash) isEnded() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.ended
 }
 
 func (b *fakeBash) write(s string) {
@@ -220,6 +226,12 @@ func (b *fakeBash) answer(text string, input bool) {
 		}
 	}
 	out := terminal(rep.Output)
+	if rep.Exit {
+		b.running, b.ended = false, true
+		b.status = rep.ExitCode & 255
+		b.write(out)
+		return
+	}
 	if rep.Running {
 		b.running = true
 		b.write(out)

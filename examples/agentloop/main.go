@@ -102,6 +102,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		return exitUsage
 	}
+	if o.color != "auto" && o.color != "always" && o.color != "never" {
+		fmt.Fprintf(stderr, "agentloop: --color %q: want auto, always or never\n", o.color)
+		return exitUsage
+	}
 	if o.apiKey == "" {
 		o.apiKey = os.Getenv("OPENAI_API_KEY")
 	}

@@ -308,6 +308,7 @@ func TestUsageErrors(t *testing.T) {
 		{"unknown backend", []string{"--base-url", "http://127.0.0.1:1/v1", "--backend", "vm", "hello"}, `--backend "vm"`},
 		{"bad tier", []string{"--base-url", "http://127.0.0.1:1/v1", "--allow-weaker", "container", "hello"}, `"container" is not a tier weaker than namespace`},
 		{"unknown flag", []string{"--frobnicate"}, "flag provided but not defined"},
+		{"bad colour mode", []string{"--color", "rainbow", "hello"}, `--color "rainbow"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -64,6 +64,12 @@ type Server struct {
 type session struct {
 	ss   *sdk.ServerSession
 	done chan struct{} // closed once the toolkit is released for good
+	// ctx is cancelled when the session ends; every call's context
+	// derives from it, so that no call outlives its session even when
+	// its tool does not touch the sandbox (the SDK's Close waits for
+	// calls in flight).
+	ctx    context.Context
+	cancel context.CancelFunc
 
 	mu      sync.Mutex // held while creating, so concurrent first calls share one toolkit
 	kit     *toolkit.Toolkit
@@ -212,6 +218,7 @@ func (s *Server) sessionFor(ss *sdk.ServerSession) (*session, error) {
 		return nil, errors.New("the server is shutting down")
 	}
 	st := &session{ss: ss, done: make(chan struct{})}
+	st.ctx, st.cancel = context.WithCancel(context.Background())
 	s.sessions[ss] = st
 	s.wg.Add(1)
 	go func() {
@@ -232,6 +239,7 @@ func (s *Server) endSession(ss *sdk.ServerSession) {
 	if !ok {
 		return
 	}
+	st.cancel() // before taking st.mu: a call creating the toolkit holds it
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if st.ended {
@@ -316,6 +324,9 @@ func (s *Server) callTool(ctx context.Context, req *sdk.CallToolRequest) (*sdk.C
 	if err != nil {
 		return nil, err
 	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(st.ctx, cancel)()
 	kit, err := s.toolkit(ctx, st)
 	if err != nil {
 		// The model can do nothing about it, but the user reading the

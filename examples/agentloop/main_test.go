@@ -50,15 +50,28 @@ func needMatplotlib(t *testing.T) {
 	}
 }
 
-// TestReplayOfTheShippedDemo runs the README's main job, the replay of demo.jsonl, against a
-// real sandbox and checks what a user would look at: the files in the workspace, the trace
-// and the answer.
+// readmeCommand is the README's "run the main job" command.
+const readmeCommand = "go run ./examples/agentloop --replay examples/agentloop/demo.jsonl"
+
+// TestReplayOfTheShippedDemo runs the README's main job exactly as written there (from the
+// repository's root, with the default workspace), the replay of demo.jsonl against a real
+// sandbox, and checks what a user would look at: the files in the workspace, the trace and
+// the answer.
 func TestReplayOfTheShippedDemo(t *testing.T) {
 	needMatplotlib(t)
-	ws := workspace(t)
-	code, out, errOut := runMain(t, "--replay", demoPath, "--workspace", ws)
+	t.Chdir("../..")
+	args := strings.Fields(readmeCommand)[3:]
+	code, out, errOut := runMain(t, args...)
+	ws := workspaceOf(out)
+	if ws == "" {
+		t.Fatalf("the trace names no workspace")
+	}
+	t.Cleanup(func() { os.RemoveAll(ws) })
 	if code != exitOK || errOut != "" {
 		t.Fatalf("exit %d, stderr %q; want 0 and nothing", code, errOut)
+	}
+	if !strings.HasPrefix(ws, os.TempDir()) {
+		t.Errorf("the default workspace %s is not a new temporary directory", ws)
 	}
 
 	csv, err := os.ReadFile(filepath.Join(ws, "sales.csv"))
@@ -90,7 +103,7 @@ func TestReplayOfTheShippedDemo(t *testing.T) {
 	for _, want := range []string{
 		"sandbox   local, isolation ",
 		"workspace " + ws,
-		"model     gpt-4o-mini via replay of demo.jsonl (no network, no key)",
+		"model     gpt-4o-mini via replay of examples/agentloop/demo.jsonl (no network, no key)",
 		"step 1 ", "→ write_file path=\"sales.csv\"", "← write_file",
 		"→ run_python code=\"import csv", "18 rows; columns: ['month', 'region', 'units']",
 		"KeyError: 'unit'",
@@ -151,6 +164,16 @@ func TestReplayWithoutMatplotlib(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(ws, "report.md")); err != nil || string(b) != demoReport {
 		t.Errorf("report.md = %q, %v", b, err)
 	}
+}
+
+// workspaceOf returns the workspace named in the trace's header.
+func workspaceOf(trace string) string {
+	for _, l := range strings.Split(trace, "\n") {
+		if ws, ok := strings.CutPrefix(l, "workspace "); ok {
+			return ws
+		}
+	}
+	return ""
 }
 
 // writeTranscript writes records as a transcript file and returns its path.

@@ -62,8 +62,7 @@ type Server struct {
 
 // session is the per-client state: its toolkit, created on first use.
 type session struct {
-	ss   *sdk.ServerSession
-	done chan struct{} // closed once the toolkit is released for good
+	ss *sdk.ServerSession
 	// ctx is cancelled when the session ends; every call's context
 	// derives from it, so that no call outlives its session even when
 	// its tool does not touch the sandbox (the SDK's Close waits for
@@ -217,7 +216,7 @@ func (s *Server) sessionFor(ss *sdk.ServerSession) (*session, error) {
 	if s.closed {
 		return nil, errors.New("the server is shutting down")
 	}
-	st := &session{ss: ss, done: make(chan struct{})}
+	st := &session{ss: ss}
 	st.ctx, st.cancel = context.WithCancel(context.Background())
 	s.sessions[ss] = st
 	s.wg.Add(1)
@@ -225,6 +224,12 @@ func (s *Server) sessionFor(ss *sdk.ServerSession) (*session, error) {
 		defer s.wg.Done()
 		_ = ss.Wait()
 		s.endSession(ss)
+		// Forgotten only now that the connection is gone: until then a
+		// late request of an ended session must find it ended, not
+		// register it anew and create a sandbox nobody would release.
+		s.mu.Lock()
+		delete(s.sessions, ss)
+		s.mu.Unlock()
 	}()
 	return st, nil
 }
@@ -234,7 +239,6 @@ func (s *Server) sessionFor(ss *sdk.ServerSession) (*session, error) {
 func (s *Server) endSession(ss *sdk.ServerSession) {
 	s.mu.Lock()
 	st, ok := s.sessions[ss]
-	delete(s.sessions, ss)
 	s.mu.Unlock()
 	if !ok {
 		return
@@ -252,7 +256,6 @@ func (s *Server) endSession(ss *sdk.ServerSession) {
 		s.log.Info("session ended, sandbox released", "session", ss.ID(), "took", time.Since(start).Round(time.Millisecond))
 	}
 	st.kit, st.release = nil, nil
-	close(st.done)
 }
 
 // toolkit returns the session's toolkit, creating it on first use.

@@ -51,8 +51,9 @@
 // a tool message whose tool_call_id answers no tool call of the assistant message before it, an
 // assistant message with tool_calls that is not followed by a tool message for every call id, a
 // tool message without content, a function name outside ^[a-zA-Z0-9_-]{1,64}$, parameters that
-// are not an object schema, and strict:true with a schema that strict mode refuses (an object
-// without additionalProperties:false, or whose required list misses a property). A rejected
+// are not an object schema, strict:true with a schema that strict mode refuses (an object
+// without additionalProperties:false, or whose required list misses a property), more than 128
+// tools, and tool_choice or parallel_tool_calls in a request without tools. A rejected
 // request does not consume a script step; it is recorded with [Request.Rejection] set, so a
 // test can assert that a client's mistake would have been caught.
 //

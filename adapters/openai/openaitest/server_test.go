@@ -326,6 +326,12 @@ func TestRejectsWhatTheAPIRejects(t *testing.T) {
 		{"strict schema with an open object in array items", body(user, fn("f", `{"type":"object","properties":{"l":{"type":"array","items":{"type":"object","properties":{}}}},"required":["l"],"additionalProperties":false}`, true)),
 			"In context=('properties', 'l', 'items')", "tools[0].function.parameters"},
 		{"empty tools array", body(user, "")[:len(body(user, ""))-1] + `,"tools":[]}`, "empty array", "tools"},
+		{"tool_choice without tools", body(user, "")[:len(body(user, ""))-1] + `,"tool_choice":"auto"}`,
+			"'tool_choice' is only allowed when 'tools' are specified", "tool_choice"},
+		{"parallel_tool_calls without tools", body(user, "")[:len(body(user, ""))-1] + `,"parallel_tool_calls":false}`,
+			"'parallel_tool_calls' is only allowed when 'tools' are specified", "parallel_tool_calls"},
+		{"more than 128 tools", body(user, strings.TrimSuffix(strings.Repeat(fn("f", `{"type":"object"}`, false)+",", 129), ",")),
+			"array too long. Expected an array with maximum length 128, but got an array with length 129", "tools"},
 		{"stream_options without stream", `{"model":"m","messages":[` + user + `],"stream_options":{"include_usage":true}}`, "only allowed when 'stream' is enabled", "stream_options"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -439,14 +445,21 @@ func TestWrongPath(t *testing.T) {
 }
 
 func TestDelayAndHeaders(t *testing.T) {
+	// The client gives up only once the delayed request has reached the script, so a slow
+	// machine cannot let the deadline pass before the server sees the request.
+	arrived := make(chan struct{})
 	srv := openaitest.New(t,
-		openaitest.Reply{Text: "late", Delay: time.Minute},
+		openaitest.StepFunc(func(*openaitest.Request) openaitest.Reply {
+			close(arrived)
+			return openaitest.Reply{Text: "late", Delay: time.Minute}
+		}),
 		openaitest.Reply{Text: "ok", Header: http.Header{"X-Ratelimit-Remaining-Requests": {"0"}}},
 	)
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	if _, err := srv.Client().CreateChatCompletion(ctx, userRequest("x")); !errors.Is(err, context.DeadlineExceeded) {
-		t.Errorf("delayed reply: err = %v, want the client's deadline", err)
+	go func() { <-arrived; cancel() }()
+	if _, err := srv.Client().CreateChatCompletion(ctx, userRequest("x")); !errors.Is(err, context.Canceled) {
+		t.Errorf("delayed reply: err = %v, want the client's cancellation", err)
 	}
 	resp, _ := post(t, srv, `{"model":"m","messages":[{"role":"user","content":"x"}]}`)
 	if got := resp.Header.Get("X-Ratelimit-Remaining-Requests"); got != "0" {

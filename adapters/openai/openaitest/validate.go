@@ -18,6 +18,9 @@ type wireRequest struct {
 	Tools         *[]wireTool     `json:"tools"`
 	Stream        bool            `json:"stream"`
 	StreamOptions json.RawMessage `json:"stream_options"`
+	// ToolChoice and ParallelToolCalls are kept raw: only their presence is checked.
+	ToolChoice        json.RawMessage `json:"tool_choice"`
+	ParallelToolCalls json.RawMessage `json:"parallel_tool_calls"`
 }
 
 type wireMessage struct {
@@ -44,6 +47,9 @@ type wireTool struct {
 		Strict     *bool           `json:"strict"`
 	} `json:"function"`
 }
+
+// maxTools is the most tools one request may declare.
+const maxTools = 128
 
 // functionName is the API's rule for function names.
 var functionName = regexp.MustCompile(`^[a-zA-Z0-9_-]+$`)
@@ -79,9 +85,24 @@ func validate(body []byte) (*wireRequest, *APIError) {
 	if e := validateMessages(req.Messages); e != nil {
 		return nil, e
 	}
+	if req.Tools == nil || len(*req.Tools) == 0 {
+		// Settings about tools make no sense without tools; the API refuses them rather than
+		// ignore them (a client that drops its tools on a later turn finds out here).
+		for _, p := range []struct {
+			name string
+			raw  json.RawMessage
+		}{{"tool_choice", req.ToolChoice}, {"parallel_tool_calls", req.ParallelToolCalls}} {
+			if isPresent(p.raw) {
+				return nil, invalid(p.name, "", "Invalid value for '%s': '%s' is only allowed when 'tools' are specified.", p.name, p.name)
+			}
+		}
+	}
 	if req.Tools != nil {
 		if len(*req.Tools) == 0 {
 			return nil, invalid("tools", "empty_array", "Invalid 'tools': empty array. Expected an array with minimum length 1, but got an empty array instead.")
+		}
+		if n := len(*req.Tools); n > maxTools {
+			return nil, invalid("tools", "array_above_max_length", "Invalid 'tools': array too long. Expected an array with maximum length %d, but got an array with length %d instead.", maxTools, n)
 		}
 		for i, t := range *req.Tools {
 			if e := validateTool(i, t); e != nil {

@@ -57,6 +57,7 @@ func TestBuiltinToolsOnTheFake(t *testing.T) {
 	fk.Script.Command(fake.Regexp(`^python3 -m pytest`), fake.Reply{Stdout: "1 passed\n"})
 	fk.Script.Python(fake.Exact("sum(range(10))"), fake.PythonReply{Result: "45"})
 	fk.Script.Shell(fake.Exact("cd src && ls"), fake.ShellReply{Output: "app.py\n", Cwd: "src"})
+	fk.Script.Command(fake.Exact("python3 -m http.server 8000"), fake.Reply{Stdout: "Serving HTTP on 0.0.0.0 port 8000\n", Hang: true})
 	kit := toolkit.ForSandbox(sb)
 	ctx := context.Background()
 	for _, c := range []struct {
@@ -73,6 +74,11 @@ func TestBuiltinToolsOnTheFake(t *testing.T) {
 		{"run_command", `{"command":"python3 -m pytest -q"}`, "1 passed", false},
 		{"run_python", `{"code":"sum(range(10))"}`, "45", false},
 		{"bash", `{"command":"cd src && ls"}`, "app.py", false},
+		{"start_background", `{"command":"python3 -m http.server 8000"}`, "job-1", false},
+		{"read_background_output", `{"job_id":"job-1"}`, "Serving HTTP", false},
+		{"list_background", `{}`, "running", false},
+		{"stop_background", `{"job_id":"job-1"}`, "job-1", false},
+		{"read_background_output", `{"job_id":"job-9"}`, "SBX_NOT_FOUND", true},
 	} {
 		res, err := kit.Call(ctx, c.tool, json.RawMessage(c.args))
 		if err != nil {

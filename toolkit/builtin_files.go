@@ -272,10 +272,7 @@ func (b *builtins) info(ctx context.Context, _ struct{}) (textOut, error) {
 		return textOut{}, err
 	}
 	i := b.sb.Info()
-	network := "off"
-	if i.Network {
-		network = "on"
-	}
+	network := networkState(i)
 	python := i.Python
 	if python == "" {
 		python = "none"
@@ -294,4 +291,22 @@ func (b *builtins) info(ctx context.Context, _ struct{}) (textOut, error) {
 		{Name: "output shown", Value: fmt.Sprintf("%d bytes per stream", b.cfg.outputLimit)},
 	}
 	return textOut{Render(fields)}, nil
+}
+
+// networkState tells the model what the network really is: "off" only when a
+// control enforces it, because a weaker tier that shares the host's network
+// must not be described to the model as offline.
+func networkState(i sandbox.Info) string {
+	if i.Network {
+		return "on (allowed by the host program)"
+	}
+	for _, c := range i.Controls {
+		if c.Name == "network" {
+			if c.Enforced {
+				return "off"
+			}
+			return "NOT blocked (" + c.Mechanism + ")"
+		}
+	}
+	return "NOT blocked (no control reported)"
 }

@@ -159,3 +159,57 @@ func jsonObject(key, value string) string {
 	}
 	return string(b)
 }
+
+// TestPlotFromRunPythonReachesTheModel sends a real matplotlib figure from run_python back to
+// the model: the tool message says an image follows, and the next message, from the user
+// (the role that may carry images), holds it as a PNG data: URL. The server accepts the
+// conversation, which it would not if the image were in the tool message.
+func TestPlotFromRunPythonReachesTheModel(t *testing.T) {
+	sb := newSandbox(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if res, err := sb.Commands.Run(ctx, sandbox.Command{Args: []string{"python3", "-c", "import matplotlib"}}); err != nil || res.ExitCode != 0 {
+		if strings.Contains(os.Getenv("SANDBOXKIT_REQUIRE"), "python") {
+			t.Fatalf("SANDBOXKIT_REQUIRE has python, but the sandbox's python3 cannot import matplotlib: %v %+v", err, res)
+		}
+		t.Skip("the sandbox's python3 has no matplotlib (apt-get install python3-matplotlib)")
+	}
+	tk := toolkit.ForSandbox(sb)
+	const plot = "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3], [1, 4, 9])\nplt.show()"
+	srv := openaitest.New(t,
+		openaitest.Reply{ToolCalls: []openaitest.ToolCall{{ID: "plot", Name: "run_python", Arguments: jsonObject("code", plot)}}},
+		openaitest.StepFunc(func(req *openaitest.Request) openaitest.Reply {
+			if got := req.ToolResults()["plot"]; !strings.Contains(got, "[1 image(s) from this call follow in the next user message]") {
+				t.Errorf("tool message = %q; want it to announce the image", got)
+			}
+			last := req.LastMessage()
+			if last.Role != "user" || len(last.MultiContent) != 2 || last.MultiContent[1].ImageURL == nil ||
+				!strings.HasPrefix(last.MultiContent[1].ImageURL.URL, "data:image/png;base64,iVBORw0KGgo") {
+				t.Errorf("message after the tool message = %+v; want a user message with the PNG", last)
+			}
+			return openaitest.Text("a parabola")
+		}),
+	)
+	client := srv.Client()
+	req := goopenai.ChatCompletionRequest{
+		Model:    "gpt-test",
+		Messages: []goopenai.ChatCompletionMessage{{Role: "user", Content: "plot x squared"}},
+		Tools:    openai.Tools(tk),
+	}
+	resp, err := client.CreateChatCompletion(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := resp.Choices[0].Message
+	results, err := openai.Dispatch(ctx, tk, msg.ToolCalls)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Messages = append(append(req.Messages, msg), results...)
+	if resp, err = client.CreateChatCompletion(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	if got := resp.Choices[0].Message.Content; got != "a parabola" {
+		t.Errorf("answer = %q", got)
+	}
+}

@@ -329,6 +329,15 @@ func TestDirectToolCalling(t *testing.T) {
 	}
 }
 
+// TestObservationSaysImagesWereLeftOut: an agent's observation is a string, so a tool's images
+// cannot reach the model that way; the model must at least learn that they exist.
+func TestObservationSaysImagesWereLeftOut(t *testing.T) {
+	got, err := langchaingo.Tools(toolkit.Of(plotTool()))[0].Call(context.Background(), "{}")
+	if err != nil || got != "plotted\n[1 image(s) produced; they cannot be shown here]" {
+		t.Errorf("Call = %q, %v", got, err)
+	}
+}
+
 func TestDefinitions(t *testing.T) {
 	tags := toolkit.New("tags", "Tags.", func(ctx context.Context, in struct {
 		M map[string]int `json:"m"`

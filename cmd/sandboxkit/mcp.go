@@ -18,14 +18,20 @@ import (
 )
 
 func runMCP(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("mcp", "[--backend local|docker://IMAGE] [--workspace DIR] [--allow-network] [--allow-weaker TIERS] [--http ADDR]",
+	fs := newFlags("mcp", "[--backend local|docker://IMAGE] [--workspace DIR] [--allow-network] [--allow-weaker TIERS] [--http ADDR [--allow-remote]]",
 		"Serve the sandbox tools over MCP: on stdin/stdout by default, or as streamable HTTP\nwith --http. Every client session gets its own sandbox, closed when the session\nends. Logs go to stderr only.\n\n"+sandboxFlagsHelp, stdout)
 	var sf sandboxFlags
 	sf.register(fs)
-	addr := fs.String("http", "", "serve streamable HTTP on `addr` (e.g. 127.0.0.1:8080) instead of stdio")
+	addr := fs.String("http", "", "serve streamable HTTP on `addr` (e.g. 127.0.0.1:8080, or 127.0.0.1:0 for a free port; the URL is printed on stderr) instead of stdio")
 	idle := fs.Duration("idle-timeout", 30*time.Minute, "with --http: end a session and close its sandbox after this long without requests")
+	remote := fs.Bool("allow-remote", false, "with --http: accept a listen address beyond loopback. There is no authentication: whoever reaches the port runs code in a sandbox")
 	if err := parseNoArgs(fs, args); err != nil {
 		return err
+	}
+	if *addr != "" && !*remote {
+		if err := loopbackOnly(*addr); err != nil {
+			return err
+		}
 	}
 	opts, closeBackend, err := sf.options()
 	if err != nil {
@@ -67,4 +73,22 @@ func runMCP(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	return nil
+}
+
+// loopbackOnly refuses an --http address that listens beyond this machine.
+// MCP's streamable HTTP has no authentication here, so such a listener
+// would let anyone who reaches the port run code in a sandbox: that takes
+// --allow-remote, asked for by name.
+func loopbackOnly(addr string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return usagef("--http %q: %v (want HOST:PORT, e.g. 127.0.0.1:8080)", addr, err)
+	}
+	if host == "localhost" {
+		return nil
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return nil
+	}
+	return usagef("--http %q listens beyond this machine, and the server has no authentication: anyone who reaches it runs code in a sandbox. Listen on 127.0.0.1:PORT, or add --allow-remote to accept that", addr)
 }

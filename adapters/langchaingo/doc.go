@@ -42,5 +42,10 @@
 // reader appends every argument fragment to the most recent tool call, ignoring the index.
 // It rebuilds parallel calls correctly only when the server sends them one after another, as
 // OpenAI does; a server that interleaves their fragments gets them mixed up. Without a
-// streaming function, responses arrive whole and the problem does not arise.
+// streaming function, responses arrive whole and the problem does not arise. The OpenAI
+// functions agent streams only when it has a callbacks handler.
+//
+// examples/langchaingo in this module is a complete agent program built on [Tools], and its
+// test runs it against the scripted server of package adapters/openai/openaitest, which
+// works as the endpoint of langchaingo's OpenAI LLM (openai.WithBaseURL(srv.URL)) too.
 package langchaingo

@@ -60,4 +60,6 @@
 // tool, bad arguments, an error the tool returned) becomes the text of its tool message; only
 // infrastructure failures (a dead sandbox, a cancelled context) are Go errors. Package
 // openaitest is a scripted OpenAI-compatible server for testing code built on this package.
+// examples/openai in this module is a complete program built on it, with a test that runs it
+// against that server.
 package openai

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -105,7 +106,7 @@ func TestRunInterruptStopsTheCommand(t *testing.T) {
 	}
 	defer cmd.Process.Kill()
 	buf := make([]byte, 6)
-	if _, err := stdout.Read(buf); err != nil || string(buf) != "ready\n" {
+	if _, err := io.ReadFull(stdout, buf); err != nil || string(buf) != "ready\n" {
 		t.Fatalf("the command did not start: %q, %v", buf, err)
 	}
 	var marked []procID
@@ -129,10 +130,8 @@ func TestRunInterruptStopsTheCommand(t *testing.T) {
 	if !errors.As(werr, &ee) || ee.ExitCode() != 130 {
 		t.Errorf("after SIGINT: %v, want exit status 130", werr)
 	}
-	for _, p := range procs {
-		if alive(p) {
-			t.Errorf("process %d (%s) outlived the interrupted run", p.pid, cmdline(p))
-		}
+	if left := waitGone(procs); len(left) > 0 {
+		t.Errorf("processes outlived the interrupted run:\n%s", strings.Join(left, "\n"))
 	}
 }
 

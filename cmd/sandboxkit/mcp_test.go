@@ -485,21 +485,7 @@ func plantMarker(t *testing.T, c *client, srv *mcpServer, id, workspace string) 
 // temporary workspace.
 func checkGone(t *testing.T, sb sandboxOf) {
 	t.Helper()
-	// The server closes the sandbox before it logs that it did, and a
-	// killed process may take a moment to be reaped: allow that moment.
-	var left []string
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		left = nil
-		for _, p := range sb.procs {
-			if alive(p) {
-				left = append(left, fmt.Sprintf("%d %s", p.pid, cmdline(p)))
-			}
-		}
-		if len(left) == 0 || time.Now().After(deadline) {
-			break
-		}
-	}
-	if len(left) > 0 {
+	if left := waitGone(sb.procs); len(left) > 0 {
 		t.Errorf("sandbox %s: %d processes left after the session ended:\n%s", sb.id, len(left), strings.Join(left, "\n"))
 	}
 	if sb.workspace == "" {

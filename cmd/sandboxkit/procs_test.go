@@ -2,11 +2,13 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // A procID names one process on the host: the pid and its start time, so
@@ -98,6 +100,24 @@ func sandboxProcs(t *testing.T, serverPID int, marked []procID) []procID {
 		}
 	}
 	return out
+}
+
+// waitGone waits until none of procs exists any more, for a bounded while
+// (a killed process may take a moment to be reaped by whoever inherits
+// it), and returns those still there, described for a message.
+func waitGone(procs []procID) []string {
+	var left []string
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		left = nil
+		for _, p := range procs {
+			if alive(p) {
+				left = append(left, fmt.Sprintf("%d %s", p.pid, cmdline(p)))
+			}
+		}
+		if len(left) == 0 || time.Now().After(deadline) {
+			return left
+		}
+	}
 }
 
 // cmdline returns p's command line for messages.

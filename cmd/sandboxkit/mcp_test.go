@@ -674,3 +674,66 @@ func TestMCPHTTPRefusesForeignHost(t *testing.T) {
 		t.Errorf("initialize with the listener's own Host got %s, want 200 OK", resp.Status)
 	}
 }
+
+// TestREADMEClientConfigsWork starts the server exactly as each client
+// configuration in the README does (Claude Desktop, Cursor, VS Code) and
+// uses it: a snippet a user copies must work.
+func TestREADMEClientConfigsWork(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := regexp.MustCompile("(?s)```json\n(.*?)```").FindAllSubmatch(readme, -1)
+	tried := 0
+	for _, b := range blocks {
+		var cfg map[string]map[string]struct {
+			Type    string   `json:"type"`
+			Command string   `json:"command"`
+			Args    []string `json:"args"`
+			URL     string   `json:"url"`
+		}
+		if !bytes.Contains(b[1], []byte(`"mcpServers"`)) && !bytes.Contains(b[1], []byte(`"servers"`)) {
+			continue
+		}
+		if err := json.Unmarshal(b[1], &cfg); err != nil {
+			t.Errorf("README client config is not valid JSON (%v):\n%s", err, b[1])
+			continue
+		}
+		for _, servers := range cfg {
+			for name, s := range servers {
+				if s.URL != "" {
+					if !strings.HasPrefix(s.URL, "http://127.0.0.1:") && !strings.HasPrefix(s.URL, "http://localhost:") {
+						t.Errorf("README config %s: url %q is not a loopback URL that `sandboxkit mcp --http` serves", name, s.URL)
+					}
+					continue
+				}
+				if s.Command != "sandboxkit" || len(s.Args) == 0 || s.Args[0] != "mcp" {
+					t.Errorf("README config %s: command %q %v, want sandboxkit mcp ...", name, s.Command, s.Args)
+					continue
+				}
+				tried++
+				args := append(slices.Clone(s.Args), isolationFlags(t)...)
+				cmd := exec.Command(binary, args...)
+				c, _ := newClient()
+				ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+				cs, err := c.Connect(ctx, &sdk.CommandTransport{Command: cmd}, nil)
+				if err != nil {
+					cancel()
+					t.Errorf("README config %s (sandboxkit %v): %v", name, args, err)
+					continue
+				}
+				res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "sandbox_info"})
+				cancel()
+				if err != nil || res.IsError || !strings.Contains(text(res), "isolation") {
+					t.Errorf("README config %s (sandboxkit %v): sandbox_info: %v %v", name, args, err, res)
+				}
+				if err := cs.Close(); err != nil {
+					t.Errorf("README config %s: the server did not exit cleanly: %v", name, err)
+				}
+			}
+		}
+	}
+	if tried == 0 {
+		t.Fatal("the README has no MCP client configuration (a ```json block with mcpServers or servers) that starts sandboxkit mcp")
+	}
+}

@@ -60,7 +60,15 @@ func runMCP(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		Instructions: "Tools that run commands, Python and files in an isolated sandbox that lives as long as this session."})
 	defer srv.Close()
 	if *addr == "" {
-		return srv.Run(ctx, &sdk.StdioTransport{})
+		err := srv.Run(ctx, &sdk.StdioTransport{})
+		if ctx.Err() != nil {
+			// SIGTERM or SIGINT: how clients stop a server that did not
+			// leave when its stdin closed. The sandbox is closed by now,
+			// so this is a clean shutdown, not a failure.
+			log.Info("stopped by a signal; every sandbox is closed")
+			return nil
+		}
+		return err
 	}
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {

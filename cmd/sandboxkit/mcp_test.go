@@ -737,3 +737,22 @@ func TestREADMEClientConfigsWork(t *testing.T) {
 		t.Fatal("the README has no MCP client configuration (a ```json block with mcpServers or servers) that starts sandboxkit mcp")
 	}
 }
+
+func TestMCPStdioSIGTERMClosesTheSandbox(t *testing.T) {
+	// Clients stop a stdio server with SIGTERM when it does not leave by
+	// itself: that must still close the sandbox (remove its workspace,
+	// which the kernel's own cleanup of orphaned processes would not do)
+	// and exit 0.
+	c, srv := startStdio(t)
+	c.ok(t, "sandbox_info", nil)
+	id, ws := createdSandbox(t, srv, 1)
+	sb := plantMarker(t, c, srv, id, ws)
+	if err := srv.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	srv.waitClosed(t, id)
+	if err := c.Close(); err != nil {
+		t.Errorf("after SIGTERM the server exited with %v, want status 0; log:\n%s", err, srv.log)
+	}
+	checkGone(t, sb)
+}

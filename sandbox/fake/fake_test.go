@@ -272,3 +272,14 @@ func TestShellExitEndsTheSession(t *testing.T) {
 		t.Fatalf("a call after exit: %v", err)
 	}
 }
+
+func TestCopyOfTheWorkspaceIntoItselfIsRefused(t *testing.T) {
+	sb, _ := fake.New(t)
+	ctx := context.Background()
+	if err := sb.Files.Write(ctx, "a.txt", []byte("a"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := sb.Files.Copy(ctx, "", "sub", false); !errors.Is(err, sandbox.ErrInvalidArgument) {
+		t.Fatalf("Copy of the workspace into sub: %v", err)
+	}
+}

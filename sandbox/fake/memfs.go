@@ -92,7 +92,10 @@ func fsError(p string, err error) *agent.WireError {
 	case errors.Is(err, errLoop):
 		return werr(agent.CodePathEscape, "%q is a symbolic link loop or a link that cannot be followed safely", p)
 	case errors.Is(err, errNotEmpty):
-		return werr(agent.CodeInvalidArgument, "directory %q is not empty: pass recursive to remove it with its contents", p)
+		// The agent reports ENOTEMPTY as EXISTS (syscall.Errno matches
+		// fs.ErrExist for it); the code is kept identical, the message
+		// says what to do.
+		return werr(agent.CodeExists, "directory %q is not empty: pass recursive to remove it with its contents", p)
 	}
 	return werr(agent.CodeInternal, "%s: %v", p, err)
 }
@@ -107,7 +110,11 @@ type memFS struct {
 	disk  int64
 }
 
-func newMemFS(dir string) *memFS { return &memFS{dir: dir, root: newDir()} }
+func newMemFS(dir string) *memFS {
+	root := newDir()
+	root.perm = 0o700 // as the local backend's temporary workspace
+	return &memFS{dir: dir, root: root}
+}
 
 // rel is the agent's lexical check, with the same messages.
 func (m *memFS) rel(p string) (string, *agent.WireError) {
@@ -238,7 +245,7 @@ func (m *memFS) mkdirAll(rel string) (*node, error) {
 	}
 	if l.node != nil {
 		if l.node.kind != kindDir {
-			return nil, errNotDir
+			return nil, errExist // as os.Root.MkdirAll reports an existing file
 		}
 		return l.node, nil
 	}
@@ -709,7 +716,7 @@ func (m *memFS) copy(a agent.FSMoveRequest) (any, *agent.WireError) {
 	if dst, err := m.walk(to, false); err == nil && dst.node != nil && !a.Overwrite {
 		return nil, werr(agent.CodeExists, "destination %q already exists: set overwrite to replace it", a.To)
 	}
-	if src.kind == kindDir && (to == from || strings.HasPrefix(to, from+"/")) {
+	if src.kind == kindDir && (to == from || strings.HasPrefix(to, from+"/") || from == ".") {
 		return nil, werr(agent.CodeInvalidArgument, "cannot copy %q into itself", a.From)
 	}
 	copyFile := func(n *node, dst string) *agent.WireError {

@@ -145,7 +145,9 @@ func TestFileOperationsMatchTheLocalBackend(t *testing.T) {
 			e, err := f.Stat(ctx, "copied.txt")
 			return entryFacts(e), err
 		})},
-		{"copy missing", fop(func(ctx context.Context, f *sandbox.Files) (string, error) { return "", f.Copy(ctx, "nope", "x", false) })},
+		{"copy missing", fop(func(ctx context.Context, f *sandbox.Files) (string, error) {
+			return "", f.Copy(ctx, "nope", "x", false)
+		})},
 		{"move a link moves the link", fop(func(ctx context.Context, f *sandbox.Files) (string, error) {
 			if err := f.Move(ctx, "lf", "lf2", false); err != nil {
 				return "", err
@@ -177,8 +179,12 @@ func TestFileOperationsMatchTheLocalBackend(t *testing.T) {
 			}
 			return "", f.Remove(ctx, "emptydir", false)
 		})},
-		{"move a dir into itself", fop(func(ctx context.Context, f *sandbox.Files) (string, error) { return "", f.Move(ctx, "d", "d/inner", false) })},
-		{"move a file onto itself", fop(func(ctx context.Context, f *sandbox.Files) (string, error) { return "", f.Move(ctx, "empty", "empty", true) })},
+		{"move a dir into itself", fop(func(ctx context.Context, f *sandbox.Files) (string, error) {
+			return "", f.Move(ctx, "d", "d/inner", false)
+		})},
+		{"move a file onto itself", fop(func(ctx context.Context, f *sandbox.Files) (string, error) {
+			return "", f.Move(ctx, "empty", "empty", true)
+		})},
 		{"remove a non-empty dir", fop(func(ctx context.Context, f *sandbox.Files) (string, error) { return "", f.Remove(ctx, "d", false) })},
 		{"write below a link to a dir", func(ctx context.Context, sb *sandbox.Sandbox) (string, error) {
 			if _, err := ln("d", "ld2")(ctx, sb); err != nil {

@@ -56,6 +56,8 @@ func TestBuiltinToolsOnTheFake(t *testing.T) {
 	sb, fk := fake.New(t)
 	fk.Script.Command(fake.Regexp(`^python3 -m pytest`), fake.Reply{Stdout: "1 passed\n"})
 	fk.Script.Python(fake.Exact("sum(range(10))"), fake.PythonReply{Result: "45"})
+	png := []byte("\x89PNG\r\n\x1a\n fake image bytes")
+	fk.Script.Python(fake.Regexp(`plt\.plot`), fake.PythonReply{Displays: []map[string][]byte{{"image/png": png, "text/plain": []byte("<Figure>")}}})
 	fk.Script.Shell(fake.Exact("cd src && ls"), fake.ShellReply{Output: "app.py\n", Cwd: "src"})
 	fk.Script.Command(fake.Exact("python3 -m http.server 8000"), fake.Reply{Stdout: "Serving HTTP on 0.0.0.0 port 8000\n", Hang: true})
 	kit := toolkit.ForSandbox(sb)
@@ -87,6 +89,10 @@ func TestBuiltinToolsOnTheFake(t *testing.T) {
 		if res.IsError != c.isError || !strings.Contains(res.Text, c.want) {
 			t.Errorf("%s %s: IsError=%v text %q, want IsError=%v and %q", c.tool, c.args, res.IsError, res.Text, c.isError, c.want)
 		}
+	}
+	res, err := kit.Call(ctx, "run_python", json.RawMessage(`{"code":"import matplotlib.pyplot as plt\nplt.plot([1, 2])"}`))
+	if err != nil || res.IsError || len(res.Images) != 1 || res.Images[0].MIMEType != "image/png" || string(res.Images[0].Data) != string(png) {
+		t.Errorf("run_python with a plot: %+v %v", res, err)
 	}
 	if info := sb.Info(); info.Backend != "fake" || info.Network {
 		t.Errorf("Info: backend %q, network %v", info.Backend, info.Network)

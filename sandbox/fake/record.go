@@ -31,8 +31,10 @@ type Policy struct {
 	Isolation sandbox.Tier
 	// Limits are the sandbox's limits, defaults filled in.
 	Limits sandbox.Limits
-	// Timeout is the call's own timeout (0 when it has none, e.g. a
-	// background job without one, or a file operation).
+	// Timeout is the call's own timeout as the sandbox passed it: 0 for
+	// a background job without one, a file operation, and Python cells
+	// and session commands (their timeouts are kept on the host side and
+	// never reach a backend; Limits.Timeout is their default).
 	Timeout time.Duration
 	// Env is the whole environment a command would have run with.
 	Env []string

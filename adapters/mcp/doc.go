@@ -7,8 +7,9 @@
 // toolkit (and the sandbox behind it) belongs to that session alone and is
 // released when the session ends: the stdio client closes its pipe, the
 // HTTP client sends DELETE, the idle timeout of [HTTPOptions] fires, or
-// [Server.Close] runs. Two clients never see each other's files or
-// processes.
+// [Server.Close] runs. Calls still running then are cancelled first, so
+// that a session's end never waits on them. Two clients never see each
+// other's files or processes.
 //
 // What a client gets, mapped from package toolkit:
 //

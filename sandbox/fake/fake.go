@@ -27,10 +27,8 @@ type Fake struct {
 	Script *Script
 
 	cfg    config
-	t      testing.TB
 	fs     *memFS
 	rec    recorder
-	sb     *sandbox.Sandbox
 	limits sandbox.Limits
 
 	mu      sync.Mutex
@@ -84,7 +82,7 @@ func AllowUnscripted() Option { return func(c *config) { c.allowUnscripted = tru
 // to script them (unless AllowUnscripted).
 func New(t testing.TB, opts ...Option) (*sandbox.Sandbox, *Fake) {
 	t.Helper()
-	fk := &Fake{Script: &Script{}, t: t, fs: newMemFS(WorkspacePath)}
+	fk := &Fake{Script: &Script{}, fs: newMemFS(WorkspacePath)}
 	for _, o := range opts {
 		o(&fk.cfg)
 	}
@@ -94,7 +92,6 @@ func New(t testing.TB, opts ...Option) (*sandbox.Sandbox, *Fake) {
 	if err != nil {
 		t.Fatalf("fake.New: %v", err)
 	}
-	fk.sb = sb
 	info := sb.Info()
 	fk.mu.Lock()
 	fk.limits = info.Limits

@@ -7,6 +7,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 	"unicode/utf8"
@@ -24,7 +25,7 @@ func (s *server) serveKernel(r *request, a agent.ExecRequest) (any, *agent.WireE
 	start := time.Now()
 	interrupts := make(chan struct{}, 1)
 	killed := make(chan struct{})
-	var killOnce = make(chan struct{}, 1)
+	var killOnce sync.Once
 	r.setSignalHandler(func(sr agent.SignalRequest) {
 		switch syscall.Signal(sr.Signal) {
 		case syscall.SIGINT:
@@ -33,11 +34,7 @@ func (s *server) serveKernel(r *request, a agent.ExecRequest) (any, *agent.WireE
 			default:
 			}
 		case syscall.SIGKILL, syscall.SIGTERM:
-			select {
-			case killOnce <- struct{}{}:
-				close(killed)
-			default:
-			}
+			killOnce.Do(func() { close(killed) })
 		}
 	})
 	r.event(agent.Event{Kind: "started", PID: pid})

@@ -153,6 +153,7 @@ func TestUsageErrorsExit2(t *testing.T) {
 		{"missing workspace", []string{"run", "--workspace", "/no/such/dir", "--", "true"}, "--workspace"},
 		{"mcp with arguments", []string{"mcp", "serve"}, "unexpected arguments"},
 		{"mcp unknown flag", []string{"mcp", "--port", "80"}, "-port"},
+		{"mcp negative --ttl", []string{"mcp", "--ttl", "-1s"}, "--ttl"},
 		{"mcp --http on every interface", []string{"mcp", "--http", "0.0.0.0:0"}, "--allow-remote"},
 		{"mcp --http without a host", []string{"mcp", "--http", ":0"}, "--allow-remote"},
 		{"mcp --http without a port", []string{"mcp", "--http", "127.0.0.1"}, "HOST:PORT"},

@@ -17,6 +17,10 @@ import (
 	"github.com/sandboxkit/sandboxkit/toolkit"
 )
 
+// sessionTTL is the sandbox TTL when --ttl is not set: longer than any
+// session, so that only the session's end closes the sandbox.
+const sessionTTL = 100 * 365 * 24 * time.Hour
+
 func runMCP(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("mcp", "[--backend local|docker://IMAGE] [--workspace DIR] [--allow-network] [--allow-weaker TIERS] [--http ADDR [--allow-remote]]",
 		"Serve the sandbox tools over MCP: on stdin/stdout by default, or as streamable HTTP\nwith --http. Every client session gets its own sandbox, closed when the session\nends. Logs go to stderr only.\n\n"+sandboxFlagsHelp, stdout)
@@ -24,6 +28,7 @@ func runMCP(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	sf.register(fs)
 	addr := fs.String("http", "", "serve streamable HTTP on `addr` (e.g. 127.0.0.1:8080, or 127.0.0.1:0 for a free port; the URL is printed on stderr) instead of stdio")
 	idle := fs.Duration("idle-timeout", 30*time.Minute, "with --http: end a session and close its sandbox after this long without requests")
+	ttl := fs.Duration("ttl", 0, "close a session's sandbox this long after it was created, even while in use (the next call gets a new, empty one); default: the sandbox lives as long as its session")
 	remote := fs.Bool("allow-remote", false, "with --http: accept a listen address beyond loopback. There is no authentication: whoever reaches the port runs code in a sandbox")
 	if err := parseNoArgs(fs, args); err != nil {
 		return err
@@ -33,11 +38,26 @@ func runMCP(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			return err
 		}
 	}
+	if *ttl < 0 {
+		return usagef("--ttl must not be negative, got %s", *ttl)
+	}
 	opts, closeBackend, err := sf.options()
 	if err != nil {
 		return err
 	}
 	defer closeBackend()
+	// A session's end (stdin closed, DELETE, --idle-timeout, shutdown)
+	// is what closes its sandbox. The library's TTL is a backstop for
+	// forgotten sandboxes; at its default (1 h) it would close the sandbox
+	// of a client still using it, so here it is set past any session
+	// unless the operator bounds it with --ttl.
+	ttlDesc := "session"
+	if *ttl > 0 {
+		opts = append(opts, sandbox.WithTTL(*ttl))
+		ttlDesc = ttl.String()
+	} else {
+		opts = append(opts, sandbox.WithTTL(sessionTTL))
+	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 	factory := func(ctx context.Context) (*toolkit.Toolkit, func(), error) {
 		sb, err := sandbox.New(ctx, opts...)
@@ -48,7 +68,7 @@ func runMCP(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		// tell sessions' sandboxes apart and find their workspaces.
 		info := sb.Info()
 		log.Info("sandbox created", "sandbox", info.ID, "isolation", info.Isolation.String(),
-			"network", info.Network, "workspace", info.HostWorkspace, "python", info.Python)
+			"network", info.Network, "workspace", info.HostWorkspace, "python", info.Python, "ttl", ttlDesc)
 		return toolkit.ForSandbox(sb), func() {
 			if err := sb.Close(); err != nil {
 				log.Warn("closing the sandbox", "sandbox", info.ID, "error", err)

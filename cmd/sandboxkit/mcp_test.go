@@ -756,3 +756,46 @@ func TestMCPStdioSIGTERMClosesTheSandbox(t *testing.T) {
 	}
 	checkGone(t, sb)
 }
+
+func TestMCPSandboxLivesAsLongAsItsSession(t *testing.T) {
+	// By default nothing but the session's end closes its sandbox (the
+	// library's 1 h TTL would cut off a client still at work); --ttl
+	// bounds it, and the call after the expiry says that the sandbox was
+	// lost, and the one after that gets a new, empty sandbox.
+	t.Run("default", func(t *testing.T) {
+		c, srv := startStdio(t)
+		c.ok(t, "sandbox_info", nil)
+		createdSandbox(t, srv, 1)
+		if line := srv.created()[0]; logValue(line, "ttl") != "session" {
+			t.Errorf("default sandbox TTL: %q, want the session's life; log line: %s", logValue(line, "ttl"), line)
+		}
+	})
+	t.Run("--ttl", func(t *testing.T) {
+		c, srv := startStdio(t, "--ttl", "2s")
+		c.ok(t, "run_python", map[string]any{"code": "x = 'kept'"})
+		id, ws := createdSandbox(t, srv, 1)
+		if ttl := logValue(srv.created()[0], "ttl"); ttl != "2s" {
+			t.Errorf("ttl %q in the log, want 2s", ttl)
+		}
+		// The expired sandbox removes its workspace: wait for that.
+		for deadline := time.Now().Add(callTimeout); ; time.Sleep(100 * time.Millisecond) {
+			if _, err := os.Stat(ws); os.IsNotExist(err) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("sandbox %s did not expire after --ttl 2s", id)
+			}
+		}
+		res := c.call(t, "run_python", map[string]any{"code": "x"})
+		if !res.IsError || !strings.Contains(text(res), "lost") {
+			t.Fatalf("call after the expiry: isError %v, %q; want an error saying the sandbox was lost", res.IsError, text(res))
+		}
+		got := c.ok(t, "run_python", map[string]any{"code": "print(globals().get('x', 'fresh'))"})
+		if !strings.Contains(got, "fresh") {
+			t.Errorf("the next call's sandbox still has the old state: %s", got)
+		}
+		if id2, _ := createdSandbox(t, srv, 2); id2 == id {
+			t.Errorf("the replacement sandbox has the old id %s", id)
+		}
+	})
+}

@@ -160,6 +160,7 @@ func TestUsageErrorsExit2(t *testing.T) {
 		{"doctor with arguments", []string{"doctor", "now"}, "unexpected arguments"},
 		{"demo with arguments", []string{"demo", "fast"}, "unexpected arguments"},
 		{"gc with arguments", []string{"gc", "all"}, "unexpected arguments"},
+		{"gc negative --older-than", []string{"gc", "--older-than", "-1h"}, "--older-than"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

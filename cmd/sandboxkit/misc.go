@@ -116,13 +116,17 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 }
 
 func runGC(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("gc", "", "Remove Docker containers left by sandboxkit (label sandboxkit=1). Local sandboxes\nneed no GC: they die with the process that created them.", stdout)
+	fs := newFlags("gc", "[--older-than DURATION]", "Remove Docker containers left by sandboxkit (label sandboxkit=1). Local sandboxes\nneed no GC: they die with the process that created them.\n\nA container does not say whether the program that made it still runs: gc removes\nthe sandboxes of running programs too (e.g. a 'sandboxkit mcp --backend docker'\nserver's), unless --older-than spares the recent ones.", stdout)
+	olderThan := fs.Duration("older-than", 0, "remove only containers created at least this long ago (e.g. 24h)")
 	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
+	if *olderThan < 0 {
+		return usagef("--older-than must not be negative, got %s", *olderThan)
+	}
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	removed, err := docker.GC(ctx, docker.GCOptions{})
+	removed, err := docker.GC(ctx, docker.GCOptions{OlderThan: *olderThan})
 	if err != nil {
 		return err
 	}

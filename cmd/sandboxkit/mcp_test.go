@@ -799,3 +799,41 @@ func TestMCPSandboxLivesAsLongAsItsSession(t *testing.T) {
 		}
 	})
 }
+
+// dockerImage is the image of the Docker backend's tests (built locally by
+// .ci/docker/build-image.sh), as in sandbox/docker's tests.
+func dockerImage() string {
+	if s := os.Getenv("SANDBOXKIT_DOCKER_IMAGE"); s != "" {
+		return s
+	}
+	return "sandboxkit/python:test"
+}
+
+func TestMCPDockerBackend(t *testing.T) {
+	// The same server with --backend docker://IMAGE: a container per
+	// session, removed when the session ends. Skips without an engine
+	// and the test image, unless SANDBOXKIT_REQUIRE names docker.
+	backend := "docker://" + dockerImage()
+	if r := runBinary(t, "", "run", "--backend", backend, "--", "true"); r.code != 0 {
+		requireOrSkip(t, "docker", fmt.Sprintf("no Docker sandbox here (sandboxkit run --backend %s -- true: exit %d): %s", backend, r.code, strings.TrimSpace(r.stderr)))
+	}
+	c, srv := startStdio(t, "--backend", backend)
+	checkTools(t, c)
+	checkPythonState(t, c)
+	checkBadArguments(t, c)
+	id, _ := createdSandbox(t, srv, 1)
+	if line := srv.created()[0]; logValue(line, "isolation") != "container" {
+		t.Errorf("docker sandbox isolation %q, want container: %s", logValue(line, "isolation"), line)
+	}
+	container := "sandboxkit-" + id
+	if out, err := exec.Command("docker", "inspect", "--format", "{{.State.Running}}", container).CombinedOutput(); err != nil || strings.TrimSpace(string(out)) != "true" {
+		t.Fatalf("container %s of the session is not running: %v %s", container, err, out)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatalf("closing the client: %v\nstderr:\n%s", err, srv.log)
+	}
+	out, err := exec.Command("docker", "inspect", container).CombinedOutput()
+	if err == nil || !strings.Contains(strings.ToLower(string(out)), "no such") {
+		t.Errorf("container %s still exists after the session ended: %v %s", container, err, out)
+	}
+}

@@ -22,7 +22,7 @@ import (
 const sessionTTL = 100 * 365 * 24 * time.Hour
 
 func runMCP(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("mcp", "[--backend local|docker://IMAGE] [--workspace DIR] [--allow-network] [--allow-weaker TIERS] [--http ADDR [--allow-remote]]",
+	fs := newFlags("mcp", "[--http ADDR] [--backend local|docker://IMAGE] [--workspace DIR] [--allow-network]\n                 [--allow-weaker TIERS] [--ttl D] [--idle-timeout D] [--allow-remote]",
 		"Serve the sandbox tools over MCP: on stdin/stdout by default, or as streamable HTTP\nwith --http. Every client session gets its own sandbox, closed when the session\nends. Logs go to stderr only.\n\n"+sandboxFlagsHelp, stdout)
 	var sf sandboxFlags
 	sf.register(fs)

@@ -20,9 +20,10 @@ const (
 	exitCannotStart = 127 // the command could not be started (not found, not executable)
 )
 
-const runDescription = `Run one command in a fresh sandbox and remove the sandbox afterwards. Its stdin,
-stdout and stderr are passed through as it runs (past 1 MiB on a stream, only its
-start and end are kept, with a marker saying how much was cut). sandboxkit exits with the command's exit code, or:
+const runDescription = `Run one command in a fresh sandbox and remove the sandbox afterwards. Its
+stdin, stdout and stderr are passed through as it runs (past 1 MiB on a stream,
+only its start and end are kept, with a marker saying how much was cut).
+sandboxkit exits with the command's exit code, or:
   124      the command was killed at its --timeout
   125      sandboxkit itself failed (e.g. the sandbox could not be created)
   127      the command could not be started (not found or not executable)

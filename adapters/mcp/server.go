@@ -157,16 +157,20 @@ type HTTPOptions struct {
 // HTTPHandler returns an http.Handler serving MCP's streamable HTTP
 // transport, with one session, and so one toolkit, per client. Requests
 // from a localhost listener with a non-localhost Host header are refused
-// (DNS rebinding protection).
+// (DNS rebinding protection), and so are cross-origin requests from
+// browsers (http.CrossOriginProtection): a web page the user visits must
+// not run code in a sandbox through a server on the user's machine.
+// Clients that are not browsers send no Origin and are not affected.
 func (s *Server) HTTPHandler(opts *HTTPOptions) http.Handler {
 	var o HTTPOptions
 	if opts != nil {
 		o = *opts
 	}
-	return sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s.srv }, &sdk.StreamableHTTPOptions{
+	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s.srv }, &sdk.StreamableHTTPOptions{
 		Logger:         s.opts.Logger,
 		SessionTimeout: o.IdleTimeout,
 	})
+	return http.NewCrossOriginProtection().Handler(h)
 }
 
 // Sessions returns how many client sessions currently hold a toolkit.
@@ -184,8 +188,8 @@ func (s *Server) Sessions() int {
 	return n
 }
 
-// Close ends every session and releases every toolkit, and waits until
-// that is done. Sessions that connect afterwards get no toolkit: their
+// Close ends every session, with or without a toolkit, releases every
+// toolkit, and waits until that is done. Sessions that connect afterwards get no toolkit: their
 // calls fail with a protocol error. Close is idempotent.
 func (s *Server) Close() error {
 	s.mu.Lock()
@@ -200,6 +204,16 @@ func (s *Server) Close() error {
 		// closing the sandbox is what ends them promptly.
 		s.endSession(st.ss)
 		st.ss.Close()
+	}
+	// Sessions that never asked for a tool hold no toolkit, but their
+	// connections (an HTTP client that initialized and left) would live
+	// on: end them too.
+	var idle []*sdk.ServerSession
+	for ss := range s.srv.Sessions() {
+		idle = append(idle, ss)
+	}
+	for _, ss := range idle {
+		ss.Close()
 	}
 	s.wg.Wait()
 	return nil

@@ -440,3 +440,49 @@ func TestHTTPSessionsAndIdleTimeout(t *testing.T) {
 		t.Errorf("Sessions() = %d after both ended", srv.Sessions())
 	}
 }
+
+func TestHTTPRefusesBrowsersOfOtherOrigins(t *testing.T) {
+	// A page on another site that the user visits must not reach the
+	// sandbox through the user's own server, neither by DNS rebinding (a
+	// foreign Host) nor by a cross-origin request.
+	f := &factory{}
+	srv := NewServer(f.make, nil)
+	defer srv.Close()
+	hs := httptest.NewServer(srv.HTTPHandler(nil))
+	defer hs.Close()
+	initialize := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`
+	for _, tc := range []struct {
+		name    string
+		headers map[string]string
+		host    string
+		want    int
+	}{
+		{"a client that is not a browser", nil, "", 200},
+		{"a page of the same origin", map[string]string{"Origin": hs.URL, "Sec-Fetch-Site": "same-origin"}, "", 200},
+		{"a page of another site", map[string]string{"Origin": "http://evil.example", "Sec-Fetch-Site": "cross-site"}, "", 403},
+		{"another origin without fetch metadata", map[string]string{"Origin": "http://evil.example"}, "", 403},
+		{"DNS rebinding", nil, "evil.example", 403},
+	} {
+		req := httptest.NewRequest("POST", hs.URL, strings.NewReader(initialize))
+		req.RequestURI = ""
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		for k, v := range tc.headers {
+			req.Header.Set(k, v)
+		}
+		if tc.host != "" {
+			req.Host = tc.host
+		}
+		resp, err := hs.Client().Do(req)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tc.want {
+			t.Errorf("%s: %s, want %d", tc.name, resp.Status, tc.want)
+		}
+	}
+	if f.created.Load() != 0 {
+		t.Errorf("initialize alone created %d toolkits", f.created.Load())
+	}
+}

@@ -653,7 +653,8 @@ func newInitRequest(url string) (*http.Request, error) {
 
 func TestMCPHTTPRefusesForeignHost(t *testing.T) {
 	// DNS rebinding protection: a page on another origin that resolves
-	// its own name to 127.0.0.1 must not reach the sandbox tools.
+	// its own name to 127.0.0.1 must not reach the sandbox tools; nor may
+	// a page of another site by a cross-origin request.
 	_, url := startHTTP(t)
 	req, _ := newInitRequest(url)
 	req.Host = "evil.example"
@@ -664,6 +665,17 @@ func TestMCPHTTPRefusesForeignHost(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode < 400 {
 		t.Errorf("initialize with Host: evil.example got %s, want a refusal", resp.Status)
+	}
+	req, _ = newInitRequest(url)
+	req.Header.Set("Origin", "http://evil.example")
+	req.Header.Set("Sec-Fetch-Site", "cross-site")
+	resp, err = httpClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Errorf("initialize from a page of another site got %s, want 403", resp.Status)
 	}
 	req, _ = newInitRequest(url)
 	resp, err = httpClient.Do(req)

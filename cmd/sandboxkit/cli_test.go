@@ -273,3 +273,16 @@ func TestRunLeavesNoProcess(t *testing.T) {
 		syscall.Kill(p.pid, syscall.SIGKILL)
 	}
 }
+
+func TestRunPassesLongOutputWhole(t *testing.T) {
+	// Output is passed through as it comes: a few hundred KB arrive whole
+	// and in order, interleaved with nothing from sandboxkit.
+	r := runBinary(t, "", append(append([]string{"run"}, isolationFlags(t)...), "--", "seq", "1", "60000")...)
+	var want strings.Builder
+	for i := 1; i <= 60000; i++ {
+		fmt.Fprintf(&want, "%d\n", i)
+	}
+	if r.code != 0 || r.stdout != want.String() || r.stderr != "" {
+		t.Errorf("seq 1 60000: exit %d, %d bytes of stdout (want %d, equal: %v), stderr %q", r.code, len(r.stdout), want.Len(), r.stdout == want.String(), r.stderr)
+	}
+}

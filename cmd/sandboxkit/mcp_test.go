@@ -925,3 +925,33 @@ func TestMCPStdioSandboxCannotWriteIntoTheProtocol(t *testing.T) {
 		t.Errorf("%d replies with id 2, want exactly the tool's one; stdout:\n%s", replies, stdout.String())
 	}
 }
+
+func TestMCPAllowNetworkIsTheOperatorsChoice(t *testing.T) {
+	// With --allow-network the tools no longer claim a closed world, and
+	// the sandbox says that it has network; without it (every other test)
+	// they do and it has none. Nothing a client sends changes either.
+	c, _ := startStdio(t, "--allow-network")
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	res, err := c.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tool := range res.Tools {
+		if h := tool.Annotations.OpenWorldHint; h != nil && !*h {
+			t.Errorf("%s: openWorldHint false although sandboxes have network", tool.Name)
+		}
+	}
+	if got := c.ok(t, "sandbox_info", nil); !strings.Contains(got, "network: on") && !strings.Contains(got, "network: allowed") {
+		t.Errorf("sandbox_info with --allow-network: %s", got)
+	}
+	// A client cannot ask for what the operator did not give: there is
+	// no argument for it, and unknown arguments are refused.
+	c2, _ := startStdio(t)
+	if res := c2.call(t, "run_command", map[string]any{"command": "true", "network": true}); !res.IsError {
+		t.Errorf("run_command accepted a network argument: %s", text(res))
+	}
+	if got := c2.ok(t, "sandbox_info", nil); !strings.Contains(got, "network: off") {
+		t.Errorf("sandbox_info without --allow-network: %s", got)
+	}
+}

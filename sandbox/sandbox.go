@@ -208,6 +208,10 @@ type Sandbox struct {
 	expires  time.Time
 	closeErr error
 	closers  []func()
+	// closeDone is closed when the first Close has finished, so that a
+	// second Close (say, the caller's, while the TTL's runs) returns only
+	// once every process is gone.
+	closeDone chan struct{}
 }
 
 // New creates a sandbox. It fails with SBX_ISOLATION_UNAVAILABLE when the
@@ -280,7 +284,7 @@ func New(ctx context.Context, opts ...Option) (*Sandbox, error) {
 		inst.Close(context.Background())
 		return nil, wrapErr("New", err)
 	}
-	sb := &Sandbox{id: id, cfg: c, inst: inst, client: client, iso: iso, hello: client.Hello(), created: start, env: env}
+	sb := &Sandbox{id: id, cfg: c, inst: inst, client: client, iso: iso, hello: client.Hello(), created: start, env: env, closeDone: make(chan struct{})}
 	if c.audit != nil {
 		sb.logger = slog.New(c.audit)
 	}
@@ -538,11 +542,16 @@ func (sb *Sandbox) Resume(ctx context.Context) error {
 }
 
 // Close ends every process in the sandbox and releases it; a temporary
-// workspace is removed, a caller's workspace is kept. It is idempotent.
+// workspace is removed, a caller's workspace is kept. It is idempotent: a
+// later or concurrent call waits for the first to finish and returns its
+// result.
 func (sb *Sandbox) Close() error {
 	sb.mu.Lock()
 	if sb.closed {
 		sb.mu.Unlock()
+		<-sb.closeDone
+		sb.mu.Lock()
+		defer sb.mu.Unlock()
 		return sb.closeErr
 	}
 	sb.closed = true
@@ -560,6 +569,7 @@ func (sb *Sandbox) Close() error {
 	sb.mu.Lock()
 	sb.closeErr = err
 	sb.mu.Unlock()
+	close(sb.closeDone)
 	sb.auditEvent(context.Background(), "Sandbox.Close", "", start, err)
 	return err
 }

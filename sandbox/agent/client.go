@@ -55,6 +55,7 @@ type Call struct {
 	cond   *sync.Cond
 	credit int
 	closed bool
+	blob   []byte // a FrameBlob's payload, read before the reply
 }
 
 // Dial performs the handshake over conn and starts the client's reader.
@@ -184,12 +185,19 @@ func (c *Client) deliver(f Frame) error {
 	}
 	switch f.Type {
 	case FrameReply:
-		var rep Reply
-		if err := json.Unmarshal(f.Payload, &rep); err != nil {
+		rep, err := parseReply(f.Payload)
+		if err != nil {
 			call.finish(Reply{}, fmt.Errorf("%w: bad reply: %v", ErrProtocol, err))
 			return nil
 		}
 		call.finish(rep, nil)
+	case FrameBlob:
+		// Only the reader goroutine touches blob before finish, and
+		// readers of it wait for done.
+		if call.blob != nil {
+			return fmt.Errorf("%w: two blob frames for request %d", ErrProtocol, f.ID)
+		}
+		call.blob = f.Payload
 	case FrameStdout, FrameStderr:
 		if call.h.OnData != nil {
 			call.h.OnData(f.Type, f.Payload)
@@ -215,6 +223,19 @@ func (c *Client) deliver(f Frame) error {
 		return fmt.Errorf("%w: unexpected %s frame from agent", ErrProtocol, f.Type)
 	}
 	return nil
+}
+
+// parseReply decodes a Reply frame. The agent writes a successful reply as
+// replyPrefix + result + "}"; that shape is cut out without scanning the
+// result, which its consumer decodes (and so validates) anyway. Anything
+// else goes through the JSON decoder.
+func parseReply(p []byte) (Reply, error) {
+	if len(p) > len(replyPrefix) && string(p[:len(replyPrefix)]) == replyPrefix && p[len(p)-1] == '}' {
+		return Reply{Result: json.RawMessage(p[len(replyPrefix) : len(p)-1])}, nil
+	}
+	var rep Reply
+	err := json.Unmarshal(p, &rep)
+	return rep, err
 }
 
 func (call *Call) finish(rep Reply, err error) {
@@ -296,8 +317,21 @@ func (c *Client) Do(ctx context.Context, op string, args, out any) error {
 		if err := json.Unmarshal(res, out); err != nil {
 			return fmt.Errorf("%w: bad %s result: %v", ErrProtocol, op, err)
 		}
+		if br, ok := out.(blobReceiver); ok && call.blob != nil {
+			br.receiveBlob(call.blob)
+		}
 	}
 	return nil
+}
+
+// blobReceiver is a result whose bulk may travel in a Blob frame.
+type blobReceiver interface{ receiveBlob([]byte) }
+
+// Blob returns the raw bytes that came with the reply (nil if none). Call
+// it after Wait.
+func (call *Call) Blob() []byte {
+	<-call.done
+	return call.blob
 }
 
 // Done is closed when the call has its reply (or failed).

@@ -307,15 +307,84 @@ func killTree(p *proc, sig syscall.Signal) {
 	_ = syscall.Kill(p.pid, sig)
 }
 
-// terminate sends SIGTERM, then SIGKILL after killGrace, to p's tree.
+// terminate ends p's whole tree: SIGTERM, then SIGKILL after killGrace.
+// The tree is frozen first (freezeTree), so that every process in it is
+// known before any dies: once a parent dies its children are re-parented
+// to the agent and can no longer be told apart from other commands'
+// processes, which is how a flood of short-lived or setsid children would
+// otherwise slip through.
 func terminate(p *proc) {
-	killTree(p, syscall.SIGTERM)
+	tree := freezeTree([]int{p.pid}, true)
+	signalAll(tree, syscall.SIGTERM)
+	_ = syscall.Kill(-p.pgid, syscall.SIGTERM)
+	signalAll(tree, syscall.SIGCONT)
+	_ = syscall.Kill(-p.pgid, syscall.SIGCONT)
 	select {
 	case <-p.done:
 	case <-time.After(killGrace):
 	}
+	// Whatever is left of the tree, and what it started meanwhile.
+	var roots []int
+	for _, pid := range append(tree, p.pid) {
+		if syscall.Kill(pid, 0) == nil {
+			roots = append(roots, pid)
+		}
+	}
+	signalAll(freezeTree(roots, true), syscall.SIGKILL)
+	signalAll(tree, syscall.SIGKILL)
 	killTree(p, syscall.SIGKILL)
 }
+
+func signalAll(pids []int, sig syscall.Signal) {
+	for _, pid := range pids {
+		_ = syscall.Kill(pid, sig)
+	}
+}
+
+// freezeTree stops all descendants of roots (and the roots themselves when
+// stopRoots is set) with SIGSTOP and returns them. It walks /proc again until a pass finds no new process
+// and every one found is stopped: a stopped process cannot fork, and as
+// nothing in the tree dies, no child leaves it by re-parenting. The
+// passes are bounded; a tree that keeps growing past them is killed as
+// far as it was found.
+func freezeTree(roots []int, stopRoots bool) []int {
+	seen := map[int]bool{}
+	var all []int
+	for _, r := range roots {
+		seen[r] = true
+		if stopRoots && syscall.Kill(r, syscall.SIGSTOP) == nil {
+			all = append(all, r)
+		}
+	}
+	for range 200 {
+		found, states := procTree(append(append([]int(nil), roots...), all...))
+		settled := true
+		for _, pid := range found {
+			if !seen[pid] {
+				seen[pid] = true
+				all = append(all, pid)
+				_ = syscall.Kill(pid, syscall.SIGSTOP)
+				settled = false
+			}
+		}
+		for _, pid := range all {
+			// 'T' stopped, 'Z'/'X' dead; anything else may still fork.
+			if st, ok := states[pid]; ok && st != 'T' && st != 't' && st != 'Z' && st != 'X' {
+				settled = false
+			}
+		}
+		if settled {
+			break
+		}
+		time.Sleep(200 * time.Microsecond)
+	}
+	return all
+}
+
+// StopDescendants stops every process below root with SIGSTOP, walking
+// /proc until the tree is stopped and complete, and returns them (SIGCONT
+// them to resume). Backends without a freezer pause a sandbox with it.
+func StopDescendants(root int) []int { return freezeTree([]int{root}, false) }
 
 // Descendants lists every process whose parent chain leads to root, found
 // by one pass over /proc. Backends use it to pause or kill a sandbox that
@@ -323,11 +392,20 @@ func terminate(p *proc) {
 func Descendants(root int) []int { return descendants(root) }
 
 func descendants(root int) []int {
+	pids, _ := procTree([]int{root})
+	return pids
+}
+
+// procTree lists, in one pass over /proc, every process whose parent chain
+// leads to one of roots (roots excluded), and the state letter of every
+// process it read.
+func procTree(roots []int) ([]int, map[int]byte) {
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
-		return nil
+		return nil, nil
 	}
 	children := map[int][]int{}
+	states := map[int]byte{}
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
@@ -348,18 +426,26 @@ func descendants(root int) []int {
 		}
 		ppid, _ := strconv.Atoi(f[1])
 		children[ppid] = append(children[ppid], pid)
+		states[pid] = f[0][0]
 	}
 	var out []int
-	queue := []int{root}
+	isRoot := map[int]bool{}
+	for _, r := range roots {
+		isRoot[r] = true
+	}
+	queue := append([]int(nil), roots...)
 	for len(queue) > 0 {
 		n := queue[0]
 		queue = queue[1:]
 		for _, c := range children[n] {
+			if isRoot[c] {
+				continue
+			}
 			out = append(out, c)
 			queue = append(queue, c)
 		}
 	}
-	return out
+	return out, states
 }
 
 // killDescendants kills every process below the agent, repeating until
@@ -437,7 +523,9 @@ func (s *server) runExec(r *request, a ExecRequest) (any, *WireError) {
 	if werr != nil {
 		return nil, werr
 	}
-	r.event(Event{Kind: "started", PID: p.pid})
+	if a.Events {
+		r.event(Event{Kind: "started", PID: p.pid})
+	}
 	r.setSignalHandler(func(sr SignalRequest) { signalProc(p, sr) })
 	outCap, errCap := newCapture(a.MaxOutput), newCapture(a.MaxOutput)
 	var readers sync.WaitGroup

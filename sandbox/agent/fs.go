@@ -14,16 +14,19 @@ import (
 	"syscall"
 	"time"
 	"unicode/utf8"
+
+	"golang.org/x/sys/unix"
 )
 
 // workspace confines file requests to one directory with os.Root, whose
 // kernel-level openat walk refuses "..", absolute paths, and symlinks
 // (including ones swapped in during a request) that lead outside.
 type workspace struct {
-	dir   string // the workspace as the agent sees it
-	root  *os.Root
-	fsize int64
-	disk  int64
+	dir    string // the workspace as the agent sees it
+	root   *os.Root
+	rootFD int // O_PATH descriptor of dir for openat2 (search), -1 if none
+	fsize  int64
+	disk   int64
 }
 
 func openWorkspace(h Hello) (*workspace, error) {
@@ -35,10 +38,19 @@ func openWorkspace(h Hello) (*workspace, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &workspace{dir: dir, root: root, fsize: h.FileSizeBytes, disk: h.DiskBytes}, nil
+	rootFD, err := syscall.Open(dir, unix.O_PATH|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		rootFD = -1
+	}
+	return &workspace{dir: dir, root: root, rootFD: rootFD, fsize: h.FileSizeBytes, disk: h.DiskBytes}, nil
 }
 
-func (w *workspace) close() { w.root.Close() }
+func (w *workspace) close() {
+	w.root.Close()
+	if w.rootFD >= 0 {
+		syscall.Close(w.rootFD)
+	}
+}
 
 // rel turns a request path (relative to the workspace, or absolute under
 // it) into a clean path relative to the root. It is a lexical check with a
@@ -118,12 +130,33 @@ type FSReadReply struct {
 	Data   []byte `json:"data"`
 	Size   int64  `json:"size"`
 	Binary bool   `json:"binary,omitempty"`
+	// InBlob says Data travelled as the reply's Blob frame rather than in
+	// the JSON (the client fills Data from it).
+	InBlob bool `json:"in_blob,omitempty"`
 	// Lines is the number of lines returned in line mode; More says lines
 	// remain after them.
 	Lines int  `json:"lines,omitempty"`
 	More  bool `json:"more,omitempty"`
 	// Truncated says MaxBytes cut the content.
 	Truncated bool `json:"truncated,omitempty"`
+}
+
+// toBlob moves the contents out of the JSON reply into a blob that travels
+// raw beside it (see FrameBlob).
+func (r FSReadReply) toBlob() (FSReadReply, []byte) {
+	if len(r.Data) == 0 || len(r.Data) > MaxPayload {
+		return r, nil
+	}
+	b := r.Data
+	r.Data, r.InBlob = nil, true
+	return r, b
+}
+
+// receiveBlob puts contents that travelled in a Blob frame back in Data.
+func (r *FSReadReply) receiveBlob(b []byte) {
+	if r.InBlob {
+		r.Data, r.InBlob = b, false
+	}
 }
 
 // FSWriteRequest writes a file atomically (op fs.write) or appends to it.
@@ -249,6 +282,9 @@ func (s *server) callFS(r *request, req Request) (any, *WireError, bool) {
 			return nil, de, true
 		}
 		res, e = w.read(a)
+		if rep, ok := res.(FSReadReply); ok && e == nil {
+			res, r.blob = rep.toBlob()
+		}
 	case "fs.write":
 		a, de := decodeArgs[FSWriteRequest](req)
 		if de != nil {
@@ -339,19 +375,37 @@ func isBinary(b []byte) bool {
 }
 
 func (w *workspace) read(a FSReadRequest) (any, *WireError) {
+	res, _, e := w.readUpTo(a, -1)
+	return res, e
+}
+
+// readUpTo is read, except that it gives up before reading (done is false)
+// when the file is larger than limit bytes (limit < 0: no limit).
+func (w *workspace) readUpTo(a FSReadRequest, limit int64) (res any, done bool, e *WireError) {
 	rel, e := w.rel(a.Path)
 	if e != nil {
-		return nil, e
+		return nil, true, e
 	}
-	f, err := w.root.Open(rel)
+	// O_NONBLOCK: opening a FIFO a command made must not hang the request
+	// (it is refused below as not a regular file); reads of regular files
+	// ignore the flag.
+	f, err := w.root.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
-		return nil, fsError(a.Path, err)
+		return nil, true, fsError(a.Path, err)
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return nil, fsError(a.Path, err)
+		return nil, true, fsError(a.Path, err)
 	}
+	if limit >= 0 && fi.Mode().IsRegular() && fi.Size() > limit {
+		return nil, false, nil
+	}
+	res, e = readOpen(f, fi, a)
+	return res, true, e
+}
+
+func readOpen(f *os.File, fi fs.FileInfo, a FSReadRequest) (any, *WireError) {
 	if fi.IsDir() {
 		return nil, errorf(CodeIsDir, "%q is a directory: list it instead of reading it", a.Path)
 	}

@@ -132,6 +132,9 @@ type ExecRequest struct {
 	// and output goes to a ring buffer of RingBytes read by job ops.
 	Job       bool `json:"job,omitempty"`
 	RingBytes int  `json:"ring_bytes,omitempty"`
+	// Events asks for a "started" Event once the process runs (it costs a
+	// frame, so a plain command run goes without).
+	Events bool `json:"events,omitempty"`
 }
 
 // ExecReply is the end of an exec request.

@@ -17,11 +17,14 @@
 // bounds the memory any one process's output can take (per-request flow
 // control windows, head+tail caps, ring buffers for jobs).
 //
-// Wire format (version 1): every frame is a 9-byte header — payload length
+// Wire format (version 2): every frame is a 9-byte header — payload length
 // (uint32, big endian), request id (uint32), frame type (uint8) — followed by
 // the payload. JSON payloads carry requests, replies and events; data frames
-// carry raw bytes. Data in either direction is flow controlled per request:
-// a sender keeps at most Window unacknowledged data bytes in flight and the
+// carry raw bytes. A reply may be preceded by one Blob frame: raw bytes that
+// belong to the reply (a file's contents), written together with it, so a
+// small read costs one round trip and no base64 or JSON scanning of the
+// data. Data in either direction is flow controlled per request: a sender
+// keeps at most Window unacknowledged data bytes in flight and the
 // receiver returns credit with Ack frames as it consumes them, so one
 // flooding process cannot starve the others on the shared stream or grow a
 // buffer without bound.
@@ -37,7 +40,7 @@ import (
 
 // Version is the protocol version spoken by this package. The client sends
 // it in Hello; an agent of another version refuses the handshake.
-const Version = 1
+const Version = 2
 
 // Frame size and flow-control constants.
 const (
@@ -55,7 +58,7 @@ const (
 type FrameType uint8
 
 // Frame types. Client->agent: Hello, Request, Stdin, StdinClose, Cancel,
-// Signal, Ack. Agent->client: HelloOK, Reply, Stdout, Stderr, Event, Ack.
+// Signal, Ack. Agent->client: HelloOK, Reply, Stdout, Stderr, Event, Ack, Blob.
 const (
 	FrameHello      FrameType = 1  // JSON Hello
 	FrameHelloOK    FrameType = 2  // JSON HelloReply
@@ -69,11 +72,12 @@ const (
 	FrameCancel     FrameType = 10 // no payload: abandon the request (kills its process)
 	FrameSignal     FrameType = 11 // JSON SignalRequest
 	FrameAck        FrameType = 12 // uint32 count of data bytes consumed
-	maxFrameType    FrameType = 12
+	FrameBlob       FrameType = 13 // raw bytes of the coming reply's result (not flow controlled)
+	maxFrameType    FrameType = 13
 )
 
 func (t FrameType) String() string {
-	names := [...]string{"invalid", "hello", "hello-ok", "request", "reply", "stdout", "stderr", "event", "stdin", "stdin-close", "cancel", "signal", "ack"}
+	names := [...]string{"invalid", "hello", "hello-ok", "request", "reply", "stdout", "stderr", "event", "stdin", "stdin-close", "cancel", "signal", "ack", "blob"}
 	if int(t) < len(names) {
 		return names[t]
 	}

@@ -17,6 +17,8 @@ import (
 	"strings"
 	"sync"
 	"unicode/utf8"
+
+	"golang.org/x/sys/unix"
 )
 
 const (
@@ -53,11 +55,9 @@ func (w *workspace) search(ctx context.Context, a FSSearchRequest) (any, *WireEr
 	}
 	// A pure literal is found with bytes.Index, far faster than the
 	// regexp engine; the regexp still confirms and locates each line.
-	var literal []byte
-	if !a.IgnoreCase {
-		if lit, complete := regexp.MustCompile(a.Pattern).LiteralPrefix(); complete && lit != "" {
-			literal = []byte(lit)
-		}
+	m, err := newMatcher(a.Pattern, re, a.IgnoreCase)
+	if err != nil {
+		return nil, errorf(CodeInvalidArgument, "bad regular expression %q: %v", a.Pattern, err)
 	}
 	rel, e := w.rel(a.Path)
 	if e != nil {
@@ -92,7 +92,7 @@ func (w *workspace) search(ctx context.Context, a FSSearchRequest) (any, *WireEr
 				if ctx.Err() != nil {
 					continue
 				}
-				res, nbuf := w.searchOne(sf.rel, re, literal, buf)
+				res, nbuf := w.searchOne(sf.rel, m, buf)
 				buf = nbuf
 				mu.Lock()
 				scanned++
@@ -188,32 +188,142 @@ func anyGlob(globs []string, rel string) bool {
 	return false
 }
 
-func (w *workspace) searchOne(rel string, re *regexp.Regexp, literal []byte, buf []byte) (searchResult, []byte) {
-	f, err := w.root.Open(rel)
+// matcher finds a search pattern's matches in a file. When the pattern
+// starts with a literal (as most searches do: "func New", "TODO(",
+// "import "), a match can only start where that literal occurs: the
+// literal is found with bytes.Index (vectorised) and the regular
+// expression runs, anchored, only there, instead of over every byte of
+// every file.
+type matcher struct {
+	re       *regexp.Regexp // (?m)pattern
+	prefix   []byte         // literal every match starts with, nil if none
+	complete bool           // the pattern is exactly prefix
+	anchored *regexp.Regexp // (?m)\A(?:pattern), tried at each prefix
+}
+
+func newMatcher(pattern string, re *regexp.Regexp, ignoreCase bool) (*matcher, error) {
+	m := &matcher{re: re}
+	if ignoreCase {
+		return m, nil
+	}
+	lit, complete := re.LiteralPrefix()
+	if lit == "" {
+		return m, nil
+	}
+	m.prefix, m.complete = []byte(lit), complete
+	if !complete {
+		// The pattern begins with literal characters, so no empty-width
+		// assertion looks at the text before a match: running it anchored
+		// on data[i:] finds exactly the match the unanchored search finds
+		// at i.
+		a, err := regexp.Compile(`(?m)\A(?:` + pattern + `)`)
+		if err != nil {
+			return nil, err
+		}
+		m.anchored = a
+	}
+	return m, nil
+}
+
+// contains reports whether data has a match at all.
+func (m *matcher) contains(data []byte) bool {
+	if m.prefix == nil {
+		return m.re.Match(data)
+	}
+	if m.complete {
+		return bytes.Contains(data, m.prefix)
+	}
+	return len(m.findAll(data, 1)) > 0
+}
+
+// findAll returns the [start, end) of successive non-overlapping matches,
+// as regexp's FindAllIndex does, at most n of them (n < 0: all).
+func (m *matcher) findAll(data []byte, n int) [][]int {
+	if m.prefix == nil {
+		return m.re.FindAllIndex(data, n)
+	}
+	var out [][]int
+	pos := 0
+	for n < 0 || len(out) < n {
+		i := bytes.Index(data[pos:], m.prefix)
+		if i < 0 {
+			break
+		}
+		i += pos
+		end := i + len(m.prefix)
+		if !m.complete {
+			loc := m.anchored.FindIndex(data[i:])
+			if loc == nil {
+				pos = i + 1
+				continue
+			}
+			end = i + loc[1]
+		}
+		out = append(out, []int{i, end})
+		pos = end
+	}
+	return out
+}
+
+// openForSearch opens a file below the workspace for reading. openat2 with
+// RESOLVE_BENEATH and RESOLVE_NO_SYMLINKS confines the whole path in one
+// system call (os.Root walks it one component at a time, several calls per
+// file, which dominates a search over many small files). Where openat2 is
+// missing it falls back to os.Root.
+func (w *workspace) openForSearch(rel string) (int, error) {
+	if w.rootFD >= 0 {
+		fd, err := unix.Openat2(w.rootFD, rel, &unix.OpenHow{
+			Flags:   unix.O_RDONLY | unix.O_NONBLOCK | unix.O_CLOEXEC | unix.O_NOFOLLOW,
+			Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+		})
+		if err != unix.ENOSYS && err != unix.EPERM {
+			return fd, err
+		}
+	}
+	f, err := w.root.OpenFile(rel, os.O_RDONLY|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return -1, err
+	}
+	defer f.Close()
+	return unix.Dup(int(f.Fd()))
+}
+
+func (w *workspace) searchOne(rel string, m *matcher, buf []byte) (searchResult, []byte) {
+	fd, err := w.openForSearch(rel)
 	if err != nil {
 		return searchResult{}, buf
 	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil || fi.Size() > maxSearchFile || !fi.Mode().IsRegular() {
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil || st.Size > maxSearchFile || st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return searchResult{}, buf
 	}
-	if need := int(fi.Size()) + 1; cap(buf) < need {
+	if need := int(st.Size) + 1; cap(buf) < need {
 		buf = make([]byte, 0, need)
 	}
 	data := buf[:cap(buf)]
-	n, _ := readFull(f, data)
+	n := 0
+	for n < len(data) {
+		k, err := unix.Read(fd, data[n:])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil || k <= 0 {
+			break
+		}
+		n += k
+		if int64(n) == st.Size {
+			break // the whole file as stat saw it: skip the read that returns EOF
+		}
+	}
 	data = data[:n]
 	if isBinary(data) {
-		if (literal != nil && bytes.Contains(data, literal)) || (literal == nil && re.Match(data)) {
+		if m.contains(data) {
 			return searchResult{binary: true}, buf
 		}
 		return searchResult{}, buf
 	}
-	if literal != nil && !bytes.Contains(data, literal) {
-		return searchResult{}, buf
-	}
-	locs := re.FindAllIndex(data, -1)
+	locs := m.findAll(data, -1)
 	if len(locs) == 0 {
 		return searchResult{}, buf
 	}

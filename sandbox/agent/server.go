@@ -66,6 +66,7 @@ type request struct {
 	credit int
 
 	in       chan []byte // inbound data frames; the sender respects Window
+	blob     []byte      // raw result bytes sent with the reply (FrameBlob)
 	inOnce   sync.Once
 	sigMu    sync.Mutex
 	onSignal func(SignalRequest)
@@ -167,6 +168,9 @@ func (s *server) dispatch(f Frame) error {
 		var req Request
 		if err := json.Unmarshal(f.Payload, &req); err != nil {
 			return s.replyError(f.ID, errorf(CodeInvalidArgument, "malformed request: %v", err))
+		}
+		if s.serveInline(f.ID, req) {
+			return nil
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		r := &request{id: f.ID, s: s, ctx: ctx, cancel: cancel, credit: Window, in: make(chan []byte, Window/chunkSize+8)}
@@ -302,24 +306,92 @@ func (s *server) handle(r *request, req Request) {
 		}()
 		result, werr = s.call(r, req)
 	}()
-	var rep Reply
-	if werr != nil {
-		rep.Error = werr
-	} else if result != nil {
-		b, err := json.Marshal(result)
-		if err != nil {
-			rep.Error = errorf(CodeInternal, "encoding reply: %v", err)
-		} else {
-			rep.Result = b
-		}
-	}
-	b, _ := json.Marshal(rep)
 	s.mu.Lock()
 	delete(s.reqs, r.id)
 	s.mu.Unlock()
 	r.cancel()
-	_ = s.send(r.id, FrameReply, b)
+	s.reply(r.id, result, werr, r.blob)
 }
+
+// reply ends request id with its result or error; blob, when set, goes
+// ahead of the reply in the same write.
+func (s *server) reply(id uint32, result any, werr *WireError, blob []byte) {
+	var b []byte
+	if werr == nil && result != nil {
+		res, err := json.Marshal(result)
+		if err != nil {
+			werr = errorf(CodeInternal, "encoding reply: %v", err)
+		} else {
+			// The Reply object is built around the result by hand: marshalling
+			// Reply{Result: res} would scan (and copy) the result once more.
+			b = make([]byte, 0, len(replyPrefix)+len(res)+1)
+			b = append(append(append(b, replyPrefix...), res...), '}')
+		}
+	}
+	if werr != nil {
+		b, _ = json.Marshal(Reply{Error: werr})
+		blob = nil
+	} else if b == nil {
+		b = []byte("{}")
+	}
+	if blob != nil {
+		_ = s.sendPair(id, FrameBlob, blob, FrameReply, b)
+		return
+	}
+	_ = s.send(id, FrameReply, b)
+}
+
+// inlineReadMax is the largest file fs.read serves on the read loop.
+const inlineReadMax = 64 << 10
+
+// serveInline answers cheap requests that cannot block on the read loop
+// itself. A new goroutine for them would usually be picked up by another
+// thread, and on a busy machine waking that thread costs far more than
+// the work. It reports whether it answered the request.
+func (s *server) serveInline(id uint32, req Request) (answered bool) {
+	var result any
+	var werr *WireError
+	var blob []byte
+	defer func() {
+		if p := recover(); p != nil {
+			s.logf("agent: panic in %s: %v\n%s", req.Op, p, debug.Stack())
+			result, werr, answered = nil, errorf(CodeInternal, "agent failed while handling %q: %v", req.Op, p), true
+		}
+		if answered {
+			s.reply(id, result, werr, blob)
+		}
+	}()
+	switch req.Op {
+	case "ping":
+		result = struct{}{}
+	case "fs.stat":
+		a, e := decodeArgs[FSPathRequest](req)
+		if werr = e; e == nil {
+			result, werr = s.ws.stat(a.Path)
+		}
+	case "fs.read":
+		a, e := decodeArgs[FSReadRequest](req)
+		if e != nil {
+			werr = e
+			break
+		}
+		res, done, e := s.ws.readUpTo(a, inlineReadMax)
+		if !done {
+			return false
+		}
+		result, werr = res, e
+		if rep, ok := res.(FSReadReply); ok && e == nil {
+			result, blob = rep.toBlob()
+		}
+	default:
+		return false
+	}
+	return true
+}
+
+// replyPrefix starts the JSON of a successful Reply; the client's fast
+// path recognises it.
+const replyPrefix = `{"result":`
 
 func (s *server) replyError(id uint32, e *WireError) error {
 	b, _ := json.Marshal(Reply{Error: e})
@@ -334,6 +406,23 @@ func (s *server) send(id uint32, t FrameType, payload []byte) error {
 		return io.ErrClosedPipe
 	}
 	if err := WriteFrame(s.conn, id, t, payload); err != nil {
+		s.dead = true
+		return err
+	}
+	return nil
+}
+
+// sendPair writes two frames of one request with a single write, so that
+// the client receives them together (one wake-up, not two).
+func (s *server) sendPair(id uint32, t1 FrameType, p1 []byte, t2 FrameType, p2 []byte) error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if s.dead {
+		return io.ErrClosedPipe
+	}
+	buf := make([]byte, 0, 2*headerSize+len(p1)+len(p2))
+	buf = appendFrame(appendFrame(buf, id, t1, p1), id, t2, p2)
+	if _, err := s.conn.Write(buf); err != nil {
 		s.dead = true
 		return err
 	}

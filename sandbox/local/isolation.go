@@ -44,6 +44,8 @@ func bestTier(cfg driver.Config) (driver.Tier, *isoHost, string) {
 	return driver.TierProcess, nil, why
 }
 
+func isolateProbe() isolate.Capabilities { return isolate.Probe() }
+
 func prepareIsolation(cfg driver.Config, t driver.Tier) (*isoHost, error) {
 	ws := cfg.Workspace
 	h, err := isolate.Prepare(isolate.Spec{

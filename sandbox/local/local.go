@@ -47,7 +47,8 @@ type launchConfig struct {
 
 // Driver starts local sandboxes. The zero value is not usable: call New.
 type Driver struct {
-	exe string
+	exe  string
+	tier driver.Tier // exact tier to build; 0: the best available
 }
 
 // Option configures a Driver.
@@ -57,6 +58,14 @@ type Option func(*Driver)
 // default is the running binary (/proc/self/exe), which must import this
 // package (directly or through package sandbox) so its init hook runs.
 func WithExecutable(path string) Option { return func(d *Driver) { d.exe = path } }
+
+// WithTier makes the driver build exactly tier t (TierLandlock or
+// TierProcess; the caller must still allow it with sandbox.AllowWeaker)
+// instead of the best tier this machine offers, failing with
+// ISOLATION_UNAVAILABLE where t cannot be built. It exists to run a weaker
+// tier's tests, or to reproduce its behaviour, on a machine that has a
+// stronger one.
+func WithTier(t driver.Tier) Option { return func(d *Driver) { d.tier = t } }
 
 // New returns the local backend.
 func New(opts ...Option) *Driver {
@@ -89,7 +98,7 @@ func (d *Driver) Start(ctx context.Context, cfg driver.Config) (driver.Instance,
 		}
 	}
 	cfg.Workspace = ws
-	tier, iso, err := chooseTier(cfg)
+	tier, iso, err := chooseTier(cfg, d.tier)
 	if err != nil {
 		if temp {
 			os.RemoveAll(ws)
@@ -109,7 +118,10 @@ func (d *Driver) Start(ctx context.Context, cfg driver.Config) (driver.Instance,
 
 // chooseTier picks the strongest tier this machine provides and checks it
 // against what the caller accepts.
-func chooseTier(cfg driver.Config) (driver.Tier, *isoHost, error) {
+func chooseTier(cfg driver.Config, exact driver.Tier) (driver.Tier, *isoHost, error) {
+	if exact != driver.TierNone {
+		return exactTier(cfg, exact)
+	}
 	best, iso, why := bestTier(cfg)
 	allowed := func(t driver.Tier) bool {
 		return t >= driver.TierNamespace || slices.Contains(cfg.AllowWeaker, t)
@@ -148,6 +160,33 @@ func chooseTier(cfg driver.Config) (driver.Tier, *isoHost, error) {
 	}
 	msg += "; run `sandboxkit doctor` to see what is missing"
 	return 0, nil, driver.Errorf("ISOLATION_UNAVAILABLE", nil, msg)
+}
+
+// exactTier builds the tier WithTier asked for, or explains why not.
+func exactTier(cfg driver.Config, t driver.Tier) (driver.Tier, *isoHost, error) {
+	fail := func(why string) (driver.Tier, *isoHost, error) {
+		return 0, nil, driver.Errorf("ISOLATION_UNAVAILABLE", nil, fmt.Sprintf("the local backend cannot build the %s tier it was told to use: %s; run `sandboxkit doctor` to see what is missing", t, why))
+	}
+	if t < cfg.MinTier {
+		return fail(fmt.Sprintf("the caller requires at least %s", cfg.MinTier))
+	}
+	if t < driver.TierNamespace && !slices.Contains(cfg.AllowWeaker, t) {
+		return fail(fmt.Sprintf("allow the %q tier by name (sandbox.AllowWeaker)", t))
+	}
+	switch t {
+	case driver.TierProcess:
+		return t, nil, nil
+	case driver.TierLandlock, driver.TierNamespace:
+		if err := isolateProbe().Can(t); err != nil {
+			return fail(err.Error())
+		}
+		iso, err := prepareIsolation(cfg, t)
+		if err != nil {
+			return fail(err.Error())
+		}
+		return t, iso, nil
+	}
+	return fail("the local backend has no such tier")
 }
 
 // instance is one running local sandbox.
@@ -337,9 +376,9 @@ func (i *instance) Pause(ctx context.Context) error {
 			return err
 		}
 	}
-	for _, pid := range agent.Descendants(i.pid) {
-		_ = syscall.Kill(pid, syscall.SIGSTOP)
-	}
+	// No freezer: stop every process below the agent. The agent itself
+	// keeps serving; package sandbox refuses calls while paused.
+	agent.StopDescendants(i.pid)
 	i.paused = true
 	return nil
 }

@@ -50,6 +50,9 @@ func RunStage() {
 
 func runStage(stage string) int {
 	cfgFile := os.NewFile(fdConfig, "sandboxkit-config")
+	// Non-blocking, so the stream is served by the runtime's poller instead
+	// of a thread parked in read(2).
+	_ = syscall.SetNonblock(fdStream, true)
 	conn := os.NewFile(fdStream, "sandboxkit-stream")
 	if cfgFile == nil || conn == nil {
 		fmt.Fprintln(os.Stderr, "sandboxkit: stage started without its file descriptors")
@@ -86,9 +89,18 @@ func runStage(stage string) int {
 	// command holding it could forge frames to the host, and would keep
 	// the stream open after the agent died (the host would never see EOF).
 	syscall.CloseOnExec(fdStream)
-	err = agent.Serve(conn, agent.ServeOptions{Logf: func(format string, args ...any) {
-		fmt.Fprintf(os.Stderr, "sandboxkit agent: "+format+"\n", args...)
-	}})
+	// Serve on a fresh goroutine: this one runs inside an init function,
+	// which the runtime keeps locked to the main thread until init ends
+	// (never, here), and a locked goroutine costs an extra thread hand-off
+	// on every wake-up of the agent's read loop.
+	runtime.UnlockOSThread()
+	served := make(chan error, 1)
+	go func() {
+		served <- agent.Serve(conn, agent.ServeOptions{Logf: func(format string, args ...any) {
+			fmt.Fprintf(os.Stderr, "sandboxkit agent: "+format+"\n", args...)
+		}})
+	}()
+	err = <-served
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "sandboxkit agent: %v\n", err)
 		return 1

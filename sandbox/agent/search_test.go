@@ -1,0 +1,86 @@
+package agent
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"testing"
+)
+
+// TestMatcherAgreesWithRegexp checks the literal-prefix search path against
+// regexp's own FindAllIndex: same matches, same spans, for patterns with and
+// without a literal prefix, including ones whose matches overlap or span
+// lines.
+func TestMatcherAgreesWithRegexp(t *testing.T) {
+	texts := []string{
+		"func NewReader() {}\nfunc NewBufferedReader(x int)\nfunc newReader()\n",
+		"aaaa\naaab\nab ab abab\n",
+		"TODO(x): one\n// TODO: two TODO(y)\n",
+		"foo;\nbar\nfoo bar foo\n\nfoobar",
+		"",
+		"no match here",
+	}
+	patterns := []string{
+		`func New[A-Z]\w*Reader`, `func New`, `aa`, `a+b`, `ab|ac`, `TODO\(\w+\)`, `foo[^;]*bar`,
+		`foo$`, `foo\b`, `^foo`, `\bbar`, `(ab)+`, `x*`, `a.*`, `foo\nbar`,
+	}
+	for _, p := range patterns {
+		re := regexp.MustCompile("(?m)" + p)
+		m, err := newMatcher(p, re, false)
+		if err != nil {
+			t.Fatalf("newMatcher(%q): %v", p, err)
+		}
+		for _, s := range texts {
+			want := re.FindAllIndex([]byte(s), -1)
+			got := m.findAll([]byte(s), -1)
+			if len(want) == 0 && len(got) == 0 {
+				continue
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("pattern %q on %q: matcher found %v, regexp %v", p, s, got, want)
+			}
+			if m.contains([]byte(s)) != (len(want) > 0) {
+				t.Errorf("pattern %q on %q: contains disagrees with regexp", p, s)
+			}
+		}
+	}
+}
+
+// TestSearchDoesNotFollowSymlinks checks that the one-call open used by
+// search refuses a symbolic link that leads out of the workspace, so a
+// search never reads what lies behind it.
+func TestSearchDoesNotFollowSymlinks(t *testing.T) {
+	outside := t.TempDir()
+	if err := os.WriteFile(filepath.Join(outside, "secret"), []byte("needle outside\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "in.txt"), []byte("needle inside\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(outside, "secret"), filepath.Join(dir, "link.txt")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(dir, "linkdir")); err != nil {
+		t.Fatal(err)
+	}
+	w, err := openWorkspace(Hello{Workspace: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.close()
+	for _, rel := range []string{"link.txt", "linkdir/secret"} {
+		if fd, err := w.openForSearch(rel); err == nil {
+			t.Errorf("openForSearch(%q) followed a symbolic link out of the workspace (fd %d)", rel, fd)
+		}
+	}
+	res, werr := w.search(t.Context(), FSSearchRequest{Pattern: "needle"})
+	if werr != nil {
+		t.Fatal(werr)
+	}
+	rep := res.(FSSearchReply)
+	if len(rep.Matches) != 1 || rep.Matches[0].Path != "in.txt" {
+		t.Errorf("search found %+v, want only in.txt", rep.Matches)
+	}
+}

@@ -76,7 +76,14 @@ func runMCP(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			log.Info("sandbox closed", "sandbox", info.ID)
 		}, nil
 	}
-	srv := mcp.NewServer(factory, &mcp.Options{Logger: log, ClosedWorld: !sf.network,
+	closed := !sf.network
+	if closed && sf.allowWeaker != "" {
+		// A weaker tier may share the host's network: tell clients the
+		// world is closed only if it really is.
+		closed = closedWorld(ctx, opts)
+		log.Info("probed the tier sandboxes get", "closed_world", closed)
+	}
+	srv := mcp.NewServer(factory, &mcp.Options{Logger: log, ClosedWorld: closed,
 		Instructions: "Tools that run commands, Python and files in an isolated sandbox that lives as long as this session."})
 	defer srv.Close()
 	if *addr == "" {
@@ -119,4 +126,18 @@ func loopbackOnly(addr string) error {
 		return nil
 	}
 	return usagef("--http %q listens beyond this machine, and the server has no authentication: anyone who reaches it runs code in a sandbox. Listen on 127.0.0.1:PORT, or add --allow-remote to accept that", addr)
+}
+
+// closedWorld reports whether sandboxes made with opts cannot reach the
+// network, by making one and reading what it enforces. Where that cannot
+// be known (the sandbox cannot be created), it claims nothing: false.
+// The strict tiers (namespace and stronger) always enforce it, so only a
+// server that accepts weaker ones needs to ask.
+func closedWorld(ctx context.Context, opts []sandbox.Option) bool {
+	sb, err := sandbox.New(ctx, opts...)
+	if err != nil {
+		return false
+	}
+	defer sb.Close()
+	return networkEnforced(sb.Info())
 }

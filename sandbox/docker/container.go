@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -188,8 +189,11 @@ func containerSpec(p *plan, ag *agentBin, agentVol string) (*container.Config, *
 		SecurityOpt: []string{"no-new-privileges"},
 		// The image cannot be modified; writes go to the tmpfs below.
 		ReadonlyRootfs: true,
+		// The engine mounts a tmpfs noexec unless told "exec": scripts
+		// and programs the agent writes or builds must run, as they do
+		// on every backend. nosuid and nodev stay.
 		Tmpfs: map[string]string{
-			"/tmp": fmt.Sprintf("rw,nosuid,nodev,size=%d,mode=1777", tmp),
+			"/tmp": fmt.Sprintf("rw,exec,nosuid,nodev,size=%d,mode=1777", tmp),
 		},
 		ShmSize:    defaultShmBytes,
 		IpcMode:    "private",
@@ -204,6 +208,9 @@ func containerSpec(p *plan, ag *agentBin, agentVol string) (*container.Config, *
 		// engine's disk): `docker logs` shows nothing for sandboxes.
 		LogConfig: container.LogConfig{Type: "none"},
 	}
+	if p.seccomp != "" {
+		hc.SecurityOpt = append(hc.SecurityOpt, "seccomp="+p.seccomp)
+	}
 	if p.cfg.Network {
 		hc.NetworkMode = "default"
 	}
@@ -215,7 +222,7 @@ func containerSpec(p *plan, ag *agentBin, agentVol string) (*container.Config, *
 		if ws <= 0 {
 			ws = defaultWorkspaceBytes
 		}
-		hc.Tmpfs[workspacePath] = fmt.Sprintf("rw,nosuid,nodev,size=%d,uid=%d,gid=%d,mode=0700", ws, p.uid, p.gid)
+		hc.Tmpfs[workspacePath] = fmt.Sprintf("rw,exec,nosuid,nodev,size=%d,uid=%d,gid=%d,mode=0700", ws, p.uid, p.gid)
 	}
 	if lim.MemoryBytes > 0 {
 		hc.Memory = lim.MemoryBytes
@@ -284,6 +291,11 @@ func (d *Driver) verify(ctx context.Context, id string, want *container.HostConf
 	check(len(got.CapDrop) == 1 && strings.EqualFold(got.CapDrop[0], "ALL"), "cap-drop ALL")
 	check(string(got.NetworkMode) == string(want.NetworkMode), "network mode "+string(want.NetworkMode))
 	check(containsStr(got.SecurityOpt, "no-new-privileges"), "no-new-privileges")
+	for _, o := range want.SecurityOpt {
+		if strings.HasPrefix(o, "seccomp=") {
+			check(slices.Contains(got.SecurityOpt, o), "the sandbox's seccomp profile")
+		}
+	}
 	check(got.Memory == want.Memory, "memory limit")
 	check(want.PidsLimit == nil || got.PidsLimit != nil && *got.PidsLimit == *want.PidsLimit, "pids limit")
 	check(got.NanoCPUs == want.NanoCPUs, "cpu rate limit")
@@ -320,6 +332,9 @@ func (d *Driver) isolation(p *plan, f *engineFacts, id, imageID string, ag *agen
 		return driver.Control{Name: name, Enforced: on, Mechanism: how}
 	}
 	network, fs, syscalls := "network mode none (only lo)", "read-only root file system; writable tmpfs /tmp and ", "engine default seccomp profile"
+	if p.seccomp != "" {
+		syscalls = seccompMechanism()
+	}
 	if p.cfg.Network {
 		network = "engine default network (allowed by config)"
 	}

@@ -68,12 +68,23 @@ func needEngine(t testing.TB) {
 		defer d.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		if _, err := d.facts(ctx); err != nil {
+		f, err := d.facts(ctx)
+		if err != nil {
 			engineErr = err
 			return
 		}
 		if _, err := d.cli.ImageInspect(ctx, testImage()); err != nil {
 			engineErr = errors.New("test image " + testImage() + " missing: run .ci/docker/build-image.sh")
+			return
+		}
+		// Build the agent now, once per test binary and with a deadline
+		// of its own (the race-enabled test binary is not static, so the
+		// agent is built with the go tool): a test's deadline then guards
+		// against hangs, not against this one-time build.
+		bctx, bcancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer bcancel()
+		if _, err := findAgent(bctx, "", f.arch); err != nil {
+			engineErr = err
 		}
 	})
 	if engineErr != nil {

@@ -232,6 +232,7 @@ type plan struct {
 	agent    string
 	nanoCPUs int64
 	tier     driver.Tier
+	seccomp  string // JSON profile sent with the container, "" for the engine's default
 }
 
 var (
@@ -364,6 +365,15 @@ func (d *Driver) Start(ctx context.Context, cfg driver.Config) (driver.Instance,
 		return nil, driver.Errorf(CodeIsolationUnavailable, nil, fmt.Sprintf(
 			"the Docker engine has no runtime %q (it has %s); install it and register it in daemon.json, or choose another runtime",
 			p.runtime, strings.Join(slices.Sorted(maps.Keys(f.runtimes)), ", ")))
+	}
+	if f.seccomp {
+		// Only where the engine applies seccomp at all: one without it
+		// would refuse the option, and the missing control is a gap.
+		prof, err := seccompProfile()
+		if err != nil {
+			return nil, driver.Errorf(CodeBackend, err, "cannot build the sandbox's seccomp profile")
+		}
+		p.seccomp = prof
 	}
 	imageID, err := d.ensureImage(ctx, p.image, p.pull, cfg.Progress)
 	if err != nil {

@@ -189,8 +189,9 @@ func (s *Server) Sessions() int {
 }
 
 // Close ends every session, with or without a toolkit, releases every
-// toolkit, and waits until that is done. Sessions that connect afterwards get no toolkit: their
-// calls fail with a protocol error. Close is idempotent.
+// toolkit, and waits until that is done. Sessions that connect afterwards
+// get no toolkit: their calls fail with a protocol error. Close is
+// idempotent.
 func (s *Server) Close() error {
 	s.mu.Lock()
 	s.closed = true

@@ -2,7 +2,11 @@ package sandbox_test
 
 // Benchmarks against their floors in the same run (issue 2 targets: a
 // command <= 2x a plain exec; a small read <= 200 µs; search <= 2x grep).
-// Run: go test -run '^$' -bench Floor -benchtime 200x ./sandbox
+// Each pairs the sandbox with its floor iteration by iteration and reports
+// medians and the ratio (sandboxtest.CompareWithFloors):
+//
+//	go test -run '^$' -bench Floor -benchtime 300x ./sandbox
+//	go test -run '^$' -bench FloorSearch -benchtime 5x ./sandbox
 
 import (
 	"context"
@@ -12,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/sandboxkit/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandboxkit/sandbox/sandboxtest"
 )
 
 func newBenchSandbox(b *testing.B, opts ...sandbox.Option) *sandbox.Sandbox {
@@ -24,74 +29,79 @@ func newBenchSandbox(b *testing.B, opts ...sandbox.Option) *sandbox.Sandbox {
 	return sb
 }
 
+// BenchmarkFloorCommandRun: Commands.Run("true") in a warm sandbox vs
+// exec.Command("true").Run() from the host.
 func BenchmarkFloorCommandRun(b *testing.B) {
-	b.Run("sandbox", func(b *testing.B) {
-		sb := newBenchSandbox(b)
-		ctx := context.Background()
-		for b.Loop() {
-			if _, err := sb.Commands.Run(ctx, sandbox.Command{Args: []string{"true"}}); err != nil {
-				b.Fatal(err)
-			}
+	sb := newBenchSandbox(b)
+	ctx := context.Background()
+	sandboxtest.CompareWithFloors(b, func(b *testing.B) func() {
+		if _, err := sb.Commands.Run(ctx, sandbox.Command{Args: []string{"true"}}); err != nil {
+			b.Fatal(err)
 		}
-	})
-	b.Run("plain-exec", func(b *testing.B) {
-		for b.Loop() {
-			if err := exec.Command("true").Run(); err != nil {
-				b.Fatal(err)
-			}
+		return nil
+	}, sandboxtest.Floor{Name: "exec", Run: func(b *testing.B) func() {
+		if err := exec.Command("true").Run(); err != nil {
+			b.Fatal(err)
 		}
-	})
+		return nil
+	}})
 }
 
+// BenchmarkFloorRead1KB: a 1 KB Files.ReadFile vs os.ReadFile.
 func BenchmarkFloorRead1KB(b *testing.B) {
 	data := make([]byte, 1024)
-	b.Run("sandbox", func(b *testing.B) {
-		sb := newBenchSandbox(b)
-		ctx := context.Background()
-		if err := sb.Files.Write(ctx, "k.bin", data, 0); err != nil {
+	sb := newBenchSandbox(b)
+	ctx := context.Background()
+	if err := sb.Files.Write(ctx, "k.bin", data, 0); err != nil {
+		b.Fatal(err)
+	}
+	p := filepath.Join(b.TempDir(), "k.bin")
+	if err := os.WriteFile(p, data, 0o644); err != nil {
+		b.Fatal(err)
+	}
+	sandboxtest.CompareWithFloors(b, func(b *testing.B) func() {
+		if got, err := sb.Files.ReadFile(ctx, "k.bin"); err != nil || len(got) != len(data) {
+			b.Fatalf("ReadFile: %d bytes, %v", len(got), err)
+		}
+		return nil
+	}, sandboxtest.Floor{Name: "osread", Run: func(b *testing.B) func() {
+		if _, err := os.ReadFile(p); err != nil {
 			b.Fatal(err)
 		}
-		for b.Loop() {
-			if _, err := sb.Files.ReadFile(ctx, "k.bin"); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
-	b.Run("os.ReadFile", func(b *testing.B) {
-		p := filepath.Join(b.TempDir(), "k.bin")
-		if err := os.WriteFile(p, data, 0o644); err != nil {
-			b.Fatal(err)
-		}
-		for b.Loop() {
-			if _, err := os.ReadFile(p); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
+		return nil
+	}})
 }
 
+// BenchmarkFloorSearchGoSrc: Files.Search over the Go source tree vs
+// grep -rn (and ripgrep, if installed) with the same expression.
 func BenchmarkFloorSearchGoSrc(b *testing.B) {
 	const root, pattern = "/usr/local/go/src", `func New[A-Z]\w*Reader`
 	if _, err := os.Stat(root); err != nil {
 		b.Skip("no Go source tree at", root)
 	}
-	b.Run("sandbox", func(b *testing.B) {
-		sb := newBenchSandbox(b, sandbox.WithWorkspace(root))
-		ctx := context.Background()
-		for b.Loop() {
-			if _, err := sb.Files.Search(ctx, sandbox.SearchOptions{Pattern: pattern, MaxResults: 100000}); err != nil {
-				b.Fatal(err)
-			}
+	sb := newBenchSandbox(b, sandbox.WithWorkspace(root))
+	ctx := context.Background()
+	search := func(b *testing.B) func() {
+		res, err := sb.Files.Search(ctx, sandbox.SearchOptions{Pattern: pattern, MaxResults: 100000})
+		if err != nil {
+			b.Fatal(err)
 		}
-	})
+		if len(res.Matches) == 0 {
+			b.Fatal("no match in the Go source tree")
+		}
+		return nil
+	}
+	var floors []sandboxtest.Floor
 	for _, tool := range [][]string{{"grep", "-rnE", `func New[A-Z][[:alnum:]_]*Reader`, root}, {"rg", "-n", pattern, root}} {
 		if _, err := exec.LookPath(tool[0]); err != nil {
 			continue
 		}
-		b.Run(tool[0], func(b *testing.B) {
-			for b.Loop() {
-				_ = exec.Command(tool[0], tool[1:]...).Run()
+		floors = append(floors, sandboxtest.Floor{Name: tool[0], Run: func(b *testing.B) func() {
+			if out, err := exec.Command(tool[0], tool[1:]...).Output(); err != nil || len(out) == 0 {
+				b.Fatalf("%s: %v", tool[0], err)
 			}
-		})
+			return nil
+		}})
 	}
+	sandboxtest.CompareWithFloors(b, search, floors...)
 }

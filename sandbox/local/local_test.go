@@ -2,6 +2,9 @@ package local_test
 
 import (
 	"context"
+	"os"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,6 +19,9 @@ func TestMain(m *testing.M) {
 	// The test binary is also the sandbox's agent: when re-executed as a
 	// stage, this call (like the package's init hook) never returns.
 	local.RunStage()
+	if arg := os.Getenv(helperEnv); arg != "" {
+		os.Exit(sigkillHelper(arg))
+	}
 	goleak.VerifyTestMain(m, leakOptions...)
 }
 
@@ -26,12 +32,18 @@ var leakOptions = []goleak.Option{
 }
 
 // newLocal creates a sandbox on the local backend at the best tier this
-// machine offers, accepting the process tier where nothing better runs.
+// machine offers, accepting the process tier where nothing better runs,
+// unless SANDBOXKIT_REQUIRE names "namespace" (as CI sets it): then it is
+// the namespace tier or a failure, never a silent step down.
 func newLocal(t *testing.T, opts ...sandbox.Option) *sandbox.Sandbox {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	sb, err := sandbox.New(ctx, append([]sandbox.Option{sandbox.AllowWeaker(sandbox.TierProcess)}, opts...)...)
+	base := []sandbox.Option{sandbox.AllowWeaker(sandbox.TierProcess)}
+	if slices.Contains(strings.Split(os.Getenv("SANDBOXKIT_REQUIRE"), ","), "namespace") {
+		base = append(base, sandbox.RequireIsolation(sandbox.TierNamespace))
+	}
+	sb, err := sandbox.New(ctx, append(base, opts...)...)
 	if err != nil {
 		t.Fatalf("sandbox.New on the local backend: %v", err)
 	}

@@ -165,6 +165,13 @@ func testSymlinkOut(t *testing.T, newSandbox Factory) {
 	b.usable()
 }
 
+// testSymlinkRace swaps a path component between a directory inside the
+// workspace and links leading out while files are read and written through
+// it. It cannot pass vacuously: first each state of the link is set between
+// reads and checked (inside content, or a refusal), then the swap runs as a
+// concurrent job, and the reads go on until both outcomes have been seen
+// while the job demonstrably kept swapping (its cycle counter advances
+// between batches of reads), or the test fails after a generous bound.
 func testSymlinkRace(t *testing.T, newSandbox Factory) {
 	b := open(t, newSandbox)
 	outside := t.TempDir()
@@ -172,39 +179,77 @@ func testSymlinkRace(t *testing.T, newSandbox Factory) {
 		t.Fatal(err)
 	}
 	b.write("real/secret", "inside-secret")
-	// A job swaps "m" between a directory inside and links outside as
-	// fast as it can while the test reads and writes through it.
-	j, err := b.sb.Commands.Start(b.ctx(), sandbox.Command{Shell: `while :; do
+	var inside, refused int
+	readThrough := func(p string) {
+		t.Helper()
+		data, err := b.sb.Files.ReadFile(b.ctx(), p)
+		switch code := sandbox.CodeOf(err); {
+		case err == nil && string(data) == "inside-secret":
+			inside++
+		case err == nil:
+			t.Fatalf("read %q through a swapped link returned outside content %q", p, data)
+		case code == sandbox.CodePathEscape || code == sandbox.CodeNotFound:
+			refused++
+		default:
+			t.Fatalf("read %q during the race: %v", p, err)
+		}
+		err = b.sb.Files.Write(b.ctx(), "m/planted", []byte("x"), 0)
+		if err != nil && sandbox.CodeOf(err) == "" {
+			t.Fatalf("write during the race: %v", err)
+		}
+	}
+	// Deterministic: every state the swap goes through, each read between
+	// two swaps.
+	for _, target := range []string{outside, "real", "/etc", "real"} {
+		b.run(sandbox.Command{Args: []string{"ln", "-sfn", target, "m"}})
+		in, ref := inside, refused
+		readThrough("m/secret")
+		readThrough("m/passwd")
+		if target == "real" && inside != in+1 {
+			t.Fatalf("m -> real: m/secret did not read the inside file")
+		}
+		if target != "real" && refused != ref+2 {
+			t.Fatalf("m -> %s: reads through the link were not refused", target)
+		}
+	}
+	// Concurrent: a job swaps "m" as fast as it can and counts its cycles.
+	j, err := b.sb.Commands.Start(b.ctx(), sandbox.Command{Shell: `i=0; while :; do
   ln -sfn ` + outside + ` m.tmp && mv -T m.tmp m
   ln -sfn real m.tmp && mv -T m.tmp m
   ln -sfn /etc m.tmp && mv -T m.tmp m
+  i=$((i+1)); echo $i > cycles.tmp && mv cycles.tmp cycles
 done # ` + b.marker})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer j.Kill(context.Background())
-	var inside, refused int
-	deadline := time.Now().Add(1500 * time.Millisecond)
-	for i := 0; time.Now().Before(deadline) || inside == 0 || refused == 0; i++ {
-		if i > 20000 {
-			t.Skipf("after %d reads: %d inside, %d refused: the swap loop did not interleave with the reads on this loaded machine (known flaky; see closing note)", i, inside, refused)
+	cycles := func() string {
+		data, _ := b.sb.Files.ReadFile(b.ctx(), "cycles")
+		return string(data)
+	}
+	inside, refused = 0, 0
+	const minReads, perCycle = 200, 8
+	deadline := time.Now().Add(45 * time.Second)
+	last, advances := "", 0
+	for reads := 0; reads < minReads || inside == 0 || refused == 0 || advances < 3; reads += 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the swap job never interleaved with the reads within 45s: %d reads inside, %d refused, %d swap cycles seen advancing", inside, refused, advances)
 		}
-		for _, p := range []string{"m/secret", "m/passwd"} {
-			data, err := b.sb.Files.ReadFile(b.ctx(), p)
-			switch code := sandbox.CodeOf(err); {
-			case err == nil && string(data) == "inside-secret":
-				inside++
-			case err == nil:
-				t.Fatalf("read %q through a swapped link returned outside content %q", p, data)
-			case code == sandbox.CodePathEscape || code == sandbox.CodeNotFound:
-				refused++
-			default:
-				t.Fatalf("read %q during the race: %v", p, err)
+		readThrough("m/secret")
+		readThrough("m/passwd")
+		if reads%perCycle == 0 {
+			// Wait for the swapper to move on, so that the reads land at
+			// different points of its cycle even when it is starved of CPU.
+			c := cycles()
+			for c == last {
+				if time.Now().After(deadline) {
+					t.Fatalf("the swap job stopped cycling (last cycle %q)", last)
+				}
+				time.Sleep(time.Millisecond)
+				c = cycles()
 			}
-		}
-		err := b.sb.Files.Write(b.ctx(), "m/planted", []byte("x"), 0)
-		if err != nil && sandbox.CodeOf(err) == "" {
-			t.Fatalf("write during the race: %v", err)
+			last = c
+			advances++
 		}
 	}
 	if _, err := os.Stat(filepath.Join(outside, "planted")); err == nil {
@@ -214,7 +259,7 @@ done # ` + b.marker})
 		os.Remove("/etc/planted")
 		t.Fatal("a write through the swapped link reached /etc")
 	}
-	t.Logf("%d reads inside, %d refused", inside, refused)
+	t.Logf("during the race: %d reads inside, %d refused, %d swap cycles", inside, refused, advances)
 	if err := j.Kill(b.ctx()); err != nil {
 		t.Fatal(err)
 	}
@@ -354,6 +399,75 @@ var lifecycleTests = []contractTest{
 	{name: "AgentDeathFailsEveryCallWithDead", run: testAgentDeath},
 	{name: "InfoReportsTheSandbox", run: testInfo},
 	{name: "CancelledContextKillsTheCommand", run: testCancel},
+	{name: "TTLExpiryClosesAndKillsEverything", run: testTTL},
+	{name: "PauseFreezesEveryProcessResumeContinues", run: testPause},
+}
+
+// testTTL forgets a sandbox with a short TTL: when it fires, the sandbox
+// is closed and no process of it survives.
+func testTTL(t *testing.T, newSandbox Factory) {
+	const ttl = 2 * time.Second
+	b := open(t, newSandbox, sandbox.WithTTL(ttl))
+	if _, err := b.sb.Commands.Start(b.ctx(), sandbox.Command{Shell: b.sleep() + " & setsid " + b.sleep() + " & " + b.sleep()}); err != nil {
+		t.Fatal(err)
+	}
+	waitMarked(t, b.marker, 3)
+	eventually(t, "the TTL closes the sandbox", ttl+20*time.Second, func() bool { return b.sb.Info().Closed })
+	expectNoSurvivors(t, b.marker, "the TTL firing")
+	_, err := b.sb.Commands.Run(b.ctx(), sandbox.Command{Args: []string{"true"}})
+	wantCode(t, "Run after the TTL fired", err, sandbox.CodeClosed)
+	wantCode(t, "Renew after the TTL fired", b.sb.Renew(), sandbox.CodeClosed)
+}
+
+// testPause freezes a sandbox whose job stamps the time every 10 ms: no
+// stamp may fall between the end of Pause and the start of Resume, calls
+// made meanwhile fail with SBX_PAUSED, and the stamps go on after Resume.
+func testPause(t *testing.T, newSandbox Factory) {
+	b := open(t, newSandbox)
+	if _, err := b.sb.Commands.Start(b.ctx(), sandbox.Command{Shell: `while :; do date +%s%N >> ticks; sleep 0.01; done # ` + b.marker}); err != nil {
+		t.Fatal(err)
+	}
+	ticks := func() []int64 {
+		data, _ := b.sb.Files.ReadFile(b.ctx(), "ticks")
+		var out []int64
+		for _, f := range strings.Fields(string(data)) {
+			if n, err := strconv.ParseInt(f, 10, 64); err == nil {
+				out = append(out, n)
+			}
+		}
+		return out
+	}
+	eventually(t, "the job stamps the time", 20*time.Second, func() bool { return len(ticks()) >= 3 })
+	if err := b.sb.Pause(b.ctx()); err != nil {
+		t.Fatalf("Pause: %v", err)
+	}
+	paused := time.Now().UnixNano()
+	if !b.sb.Info().Paused {
+		t.Error("Info().Paused is false after Pause")
+	}
+	_, err := b.sb.Commands.Run(b.ctx(), sandbox.Command{Args: []string{"true"}})
+	wantCode(t, "Run while paused", err, sandbox.CodePaused)
+	_, err = b.sb.Files.ReadFile(b.ctx(), "ticks")
+	wantCode(t, "ReadFile while paused", err, sandbox.CodePaused)
+	time.Sleep(500 * time.Millisecond)
+	resumed := time.Now().UnixNano()
+	if err := b.sb.Resume(b.ctx()); err != nil {
+		t.Fatalf("Resume: %v", err)
+	}
+	var after int
+	eventually(t, "stamps go on after Resume", 20*time.Second, func() bool {
+		after = 0
+		for _, n := range ticks() {
+			if n > paused && n < resumed {
+				t.Fatalf("a process ran while the sandbox was paused: stamp %d is %v after Pause returned", n, time.Duration(n-paused))
+			}
+			if n >= resumed {
+				after++
+			}
+		}
+		return after >= 3
+	})
+	b.usable()
 }
 
 func testAfterClose(t *testing.T, newSandbox Factory) {

@@ -21,9 +21,12 @@ import (
 // Network probes only ever target listeners this suite starts on the
 // host's 127.0.0.1 and a unix socket in a host temporary directory: a
 // sandbox that shares the host's network stack reaches them, an isolated
-// one must not. Run it only against backends that claim isolation
-// (Info().Isolation of namespace or stronger, or the landlock tier for the
-// probes it claims: see the probe's tier check).
+// one must not. Run it only against backends that claim isolation:
+// Info().Isolation of namespace or stronger, where every probe runs and
+// must fail; or a weaker tier (landlock), where a probe runs only when the
+// sandbox claims the control it attacks (Info().Controls reports it
+// enforced and no Info().Gaps entry admits the weakness), and is skipped,
+// naming the gap, otherwise.
 func RunEscape(t *testing.T, newSandbox Factory) {
 	host := newEscapeHost(t)
 	t.Run("Env", func(t *testing.T) {
@@ -37,6 +40,12 @@ func RunEscape(t *testing.T, newSandbox Factory) {
 		t.Run(p.name, func(t *testing.T) {
 			t.Parallel()
 			b := open(t, newSandbox, p.opts...)
+			if why := p.unclaimed(b.sb.Info()); why != "" {
+				if b.sb.Info().Isolation >= sandbox.TierNamespace {
+					t.Fatalf("a %s sandbox must resist every probe, but %s", b.sb.Info().Isolation, why)
+				}
+				t.Skipf("not claimed by the %s tier: %s", b.sb.Info().Isolation, why)
+			}
 			if p.needPython && b.sb.Info().Python == "" {
 				t.Skip("no python3 inside the sandbox")
 			}
@@ -73,6 +82,36 @@ type escapeProbe struct {
 	usable     bool // the sandbox must still work afterwards
 	// post, when set, checks the output further.
 	post func(t *testing.T, b *box, out string)
+	// control is the Info control the probe attacks ("" for none: every
+	// isolating tier claims it); gap, when set, is the text of an
+	// Info().Gaps entry that admits the probe would succeed.
+	control, gap string
+}
+
+// unclaimed says why a sandbox does not claim to stop p, or "" if it does.
+func (p escapeProbe) unclaimed(info sandbox.Info) string {
+	if p.control != "" {
+		found := false
+		for _, c := range info.Controls {
+			if c.Name == p.control {
+				found = true
+				if !c.Enforced {
+					return fmt.Sprintf("control %q is not enforced (%s)", p.control, c.Mechanism)
+				}
+			}
+		}
+		if !found {
+			return fmt.Sprintf("control %q is not reported", p.control)
+		}
+	}
+	if p.gap != "" {
+		for _, g := range info.Gaps {
+			if strings.Contains(g, p.gap) {
+				return "a documented gap: " + g
+			}
+		}
+	}
+	return ""
 }
 
 // escapeHost is what the probes attack on the host.
@@ -233,7 +272,8 @@ $PY "${TMPDIR:-/tmp}/sys.py"`
 // pyNet tries to reach the host's listeners; a success prints ESCAPED.
 const pyNet = `cat > "${TMPDIR:-/tmp}/net.py" <<'PYEOF'
 import socket, sys
-tcp, udp, sock = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+tcp, udp = int(sys.argv[1]), int(sys.argv[2])
+sock = sys.argv[3] if len(sys.argv) > 3 else ""
 def attempt(name, fam, typ, proto, addr, send=False):
     try:
         s = socket.socket(fam, typ, proto)
@@ -249,36 +289,39 @@ def attempt(name, fam, typ, proto, addr, send=False):
 attempt("python-tcp", socket.AF_INET, socket.SOCK_STREAM, 0, ("127.0.0.1", tcp))
 attempt("python-mptcp", socket.AF_INET, socket.SOCK_STREAM, 262, ("127.0.0.1", tcp))
 attempt("python-udp", socket.AF_INET, socket.SOCK_DGRAM, 0, ("127.0.0.1", udp), True)
-attempt("host-unix-socket", socket.AF_UNIX, socket.SOCK_STREAM, 0, sock)
-attempt("docker-socket", socket.AF_UNIX, socket.SOCK_STREAM, 0, "/var/run/docker.sock")
+if sock:
+    attempt("host-unix-socket", socket.AF_UNIX, socket.SOCK_STREAM, 0, sock)
+    attempt("docker-socket", socket.AF_UNIX, socket.SOCK_STREAM, 0, "/var/run/docker.sock")
 PYEOF
 $PY "${TMPDIR:-/tmp}/net.py" %d %d %s; echo net-done`
 
 func escapeProbes(h *escapeHost) []escapeProbe {
 	return []escapeProbe{
-		{name: "NetworkPython", needPython: true, want: []string{"net-done", "python-tcp refused"},
+		{name: "NetworkPython", needPython: true, want: []string{"net-done", "python-tcp refused"}, control: "network",
+			script: fmt.Sprintf(pyNet, h.tcp, h.udp, "")},
+		{name: "UnixSockets", needPython: true, want: []string{"net-done", "host-unix-socket refused"}, control: "network", gap: "unix sockets",
 			script: fmt.Sprintf(pyNet, h.tcp, h.udp, h.sock)},
-		{name: "NetworkCurl", want: []string{"curl-done"},
+		{name: "NetworkCurl", control: "network", want: []string{"curl-done"},
 			script: fmt.Sprintf(`command -v curl >/dev/null || { echo curl-done; exit 0; }; curl -s -m 2 -o /dev/null http://127.0.0.1:%d/ && echo ESCAPED:curl; echo curl-done`, h.tcp)},
-		{name: "NetworkBashDevTCP", want: []string{"bash-done"},
+		{name: "NetworkBashDevTCP", control: "network", want: []string{"bash-done"},
 			script: fmt.Sprintf(`command -v bash >/dev/null || { echo bash-done; exit 0; }; bash -c 'echo x > /dev/tcp/127.0.0.1/%d' 2>/dev/null && echo ESCAPED:dev-tcp; bash -c 'echo x > /dev/udp/127.0.0.1/%d' 2>/dev/null; echo bash-done`, h.tcp, h.udp)},
-		{name: "WriteSystemPaths", want: []string{"writes-done"},
+		{name: "WriteSystemPaths", control: "filesystem", want: []string{"writes-done"},
 			script: `for p in /etc /usr /root /; do echo x > $p/sandboxkit-escape 2>/dev/null && echo ESCAPED:write-$p; done; echo writes-done`},
-		{name: "WriteHostTmp", want: []string{"hosttmp-done"},
+		{name: "WriteHostTmp", control: "filesystem", want: []string{"hosttmp-done"},
 			script: fmt.Sprintf(`echo pwned > %s 2>/dev/null && grep -q pwned %[1]s 2>/dev/null && echo ESCAPED:host-canary; echo x > %s/new 2>/dev/null && echo ESCAPED:host-tmp-create; echo x > /tmp/sandboxkit-escape; echo hosttmp-done`, h.canary, h.dir)},
-		{name: "ReadSecrets", want: []string{"read-done"},
+		{name: "ReadSecrets", control: "filesystem", want: []string{"read-done"},
 			script: `head -c1 /etc/shadow >/dev/null 2>&1 && echo ESCAPED:shadow; head -c1 /etc/gshadow >/dev/null 2>&1 && echo ESCAPED:gshadow; ls /root/ 2>/dev/null | grep -q . && echo ESCAPED:list-root; cat /root/.bashrc >/dev/null 2>&1 && echo ESCAPED:read-root; echo read-done`},
-		{name: "SymlinkAndHardlink", want: []string{"links-done"},
+		{name: "SymlinkAndHardlink", control: "filesystem", want: []string{"links-done"},
 			script: fmt.Sprintf(`ln -s %s link 2>/dev/null; echo pwned > link 2>/dev/null; grep -q pwned %[1]s 2>/dev/null && echo ESCAPED:symlink-write; ln -s /etc/shadow s 2>/dev/null; head -c1 s >/dev/null 2>&1 && echo ESCAPED:symlink-read; ln /etc/passwd hard 2>/dev/null && echo ESCAPED:hardlink-passwd; ln %[1]s hard2 2>/dev/null && echo ESCAPED:hardlink-canary; echo links-done`, h.canary)},
-		{name: "RemountReadWrite", want: []string{"mount-done"},
+		{name: "RemountReadWrite", control: "privileges", want: []string{"mount-done"},
 			script: `mount -o remount,bind,rw /usr 2>/dev/null && echo ESCAPED:remount; mount -t tmpfs none /mnt 2>/dev/null && echo ESCAPED:mount-tmpfs; echo x > /usr/sandboxkit-escape 2>/dev/null && echo ESCAPED:usr-write; echo mount-done`},
-		{name: "Mknod", want: []string{"mknod-done"},
+		{name: "Mknod", control: "privileges", want: []string{"mknod-done"},
 			script: `mknod sda b 8 0 2>/dev/null && { head -c1 sda >/dev/null 2>&1 && echo ESCAPED:block-device; }; mknod mem c 1 1 2>/dev/null && { head -c1 mem >/dev/null 2>&1 && echo ESCAPED:dev-mem; }; echo mknod-done`},
-		{name: "DangerousSyscalls", needPython: true, want: []string{"clone3 Function not implemented", "bpf Operation not permitted"},
+		{name: "DangerousSyscalls", needPython: true, control: "syscalls", want: []string{"clone3 Function not implemented", "bpf Operation not permitted"},
 			script: pySyscalls},
-		{name: "UnshareSetuid", want: []string{"setuid-done"},
+		{name: "UnshareSetuid", control: "privileges", want: []string{"setuid-done"},
 			script: `command -v unshare >/dev/null && unshare -Ur true 2>/dev/null && echo ESCAPED:unshare-user; command -v su >/dev/null && su -c 'grep CapEff /proc/self/status' root </dev/null 2>/dev/null | grep -qv 'CapEff:[[:space:]]*0000000000000000' && echo ESCAPED:setuid-caps; grep -q 'CapEff:[[:space:]]*0000000000000000' /proc/self/status || echo ESCAPED:caps; echo setuid-done`},
-		{name: "HostProcesses", want: []string{"pids-done"},
+		{name: "HostProcesses", control: "signals", want: []string{"pids-done"},
 			script: fmt.Sprintf(`kill -0 %d 2>/dev/null && echo ESCAPED:signal-host; kill -STOP %[1]d 2>/dev/null && echo ESCAPED:stop-host; [ -e /proc/%[1]d/status ] && grep -q '^Name:.*test' /proc/%[1]d/status && echo host-pid-visible; echo pids-done`, os.Getpid()),
 			post: func(t *testing.T, b *box, out string) {
 				if !strings.Contains(out, "host-pid-visible") {
@@ -290,23 +333,23 @@ func escapeProbes(h *escapeHost) []escapeProbe {
 					}
 				}
 			}},
-		{name: "ForkBomb", usable: true, want: []string{"bomb-done"},
+		{name: "ForkBomb", usable: true, want: []string{"bomb-done"}, control: "pids",
 			opts: []sandbox.Option{sandbox.WithLimits(sandbox.Limits{Pids: 64})},
 			// The bomb runs in its own process group, which the probe
 			// kills afterwards so the sandbox can be checked for use.
 			script: `setsid sh -c 'echo $$ > bomb.pid; bomb() { bomb | bomb & }; bomb' >/dev/null 2>&1 &
-sleep 2; n=$(ls /proc | grep -c '^[0-9]'); [ "$n" -gt 128 ] && echo ESCAPED:pids-$n
+sleep 2; n=0; for p in /proc/[0-9]*; do [ -O "$p" ] && n=$((n+1)); done; [ "$n" -gt 128 ] && echo ESCAPED:pids-$n
 for i in 1 2 3 4 5; do kill -9 -$(cat bomb.pid) 2>/dev/null; sleep 0.2; done; echo bomb-done`},
-		{name: "MemoryBomb", needPython: true, usable: true, want: []string{"mem-done"},
+		{name: "MemoryBomb", needPython: true, usable: true, want: []string{"mem-done"}, control: "memory",
 			opts:   []sandbox.Option{sandbox.WithLimits(sandbox.Limits{MemoryBytes: 256 << 20, TmpBytes: 32 << 20})},
 			script: `$PY -c 'b = bytearray(1 << 30); print("ESCAPED:allocated-1GiB")'; echo mem-done`},
-		{name: "DiskFill", usable: true, want: []string{"disk-done", "No space left"},
+		{name: "DiskFill", usable: true, want: []string{"disk-done", "No space left"}, control: "disk",
 			opts:   []sandbox.Option{sandbox.WithLimits(sandbox.Limits{DiskBytes: 8 << 20})},
 			script: `dd if=/dev/zero of=fill bs=1M count=32 && echo ESCAPED:disk-quota; rm -f fill; echo disk-done`},
-		{name: "CPUSpin", usable: true, want: []string{"cpu-done"},
+		{name: "CPUSpin", usable: true, want: []string{"cpu-done"}, control: "cpu",
 			opts:   []sandbox.Option{sandbox.WithLimits(sandbox.Limits{CPUSeconds: 1})},
 			script: `start=$(date +%s); sh -c 'while :; do :; done'; end=$(date +%s); [ $((end-start)) -gt 20 ] && echo ESCAPED:cpu-limit; echo cpu-done`},
-		{name: "SetsidDaemon", want: []string{"daemon-started"},
+		{name: "SetsidDaemon", want: []string{"daemon-started"}, control: "lifetime",
 			// open's cleanup closes the sandbox and fails if a process with
 			// the marker survives.
 			script: `setsid sleep $MARKER </dev/null >/dev/null 2>&1 & (setsid sh -c 'sleep $MARKER' </dev/null >/dev/null 2>&1 &); echo daemon-started`},

@@ -827,6 +827,12 @@ func TestMCPDockerBackend(t *testing.T) {
 	// session, removed when the session ends. Skips without an engine
 	// and the test image, unless SANDBOXKIT_REQUIRE names docker.
 	backend := "docker://" + dockerImage()
+	// The image must be here already: the engine would otherwise try to
+	// pull it from a registry, and these tests reach nothing off this
+	// machine.
+	if out, err := exec.Command("docker", "image", "inspect", "--format", "{{.Id}}", dockerImage()).CombinedOutput(); err != nil {
+		requireOrSkip(t, "docker", fmt.Sprintf("no Docker engine with the test image %s (.ci/docker/build-image.sh): %v %s", dockerImage(), err, bytes.TrimSpace(out)))
+	}
 	if r := runBinary(t, "", "run", "--backend", backend, "--", "true"); r.code != 0 {
 		requireOrSkip(t, "docker", fmt.Sprintf("no Docker sandbox here (sandboxkit run --backend %s -- true: exit %d): %s", backend, r.code, strings.TrimSpace(r.stderr)))
 	}

@@ -223,6 +223,10 @@ func (s *server) startProcess(a ExecRequest) (*proc, *stdio, *WireError) {
 			cols = 200
 		}
 		_ = pty.Setsize(ptmx, &pty.Winsize{Rows: rows, Cols: cols})
+		if ptmx, err = pollable(ptmx); err != nil {
+			tty.Close()
+			return fail(err)
+		}
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
 		closeAfter = append(closeAfter, tty)
@@ -290,9 +294,66 @@ func (s *server) startProcess(a ExecRequest) (*proc, *stdio, *WireError) {
 	return p, io, nil
 }
 
+// pollable returns the pty master f in non-blocking mode, served by the
+// runtime's poller, and closes f. The pty package reaches the master
+// through Fd(), which leaves it blocking; a read blocked on a blocking fd
+// ignores Close, so a process that kept the terminal open would hang the
+// call for good. Callers must not use Fd() on the result (use SyscallConn).
+func pollable(f *os.File) (*os.File, error) {
+	fd, err := unix.Dup(int(f.Fd()))
+	f.Close()
+	if err != nil {
+		return nil, err
+	}
+	unix.CloseOnExec(fd)
+	if err := unix.SetNonblock(fd, true); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), "/dev/ptmx"), nil
+}
+
+// sessionMembers lists the processes of session sid, found by one pass
+// over /proc.
+func sessionMembers(sid int) []int {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// Fields after the command name: state ppid pgrp session ...
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 || i+2 >= len(b) {
+			continue
+		}
+		if f := strings.Fields(string(b[i+2:])); len(f) > 3 && f[3] == strconv.Itoa(sid) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
 // killTree signals a process's group and every descendant still linked to
-// it, so that a child that left the group (setsid) is not missed.
+// it, so that a child that left the group (setsid) is not missed. A
+// process on a pty leads its own session, and what it started there is
+// signalled too: an interactive shell puts each background job in a group
+// of its own, and a job outlives the shell re-parented to the agent, yet
+// it keeps the session id (and the terminal, whose output would never end).
 func killTree(p *proc, sig syscall.Signal) {
+	if p.ptmx != nil {
+		for _, pid := range sessionMembers(p.pid) {
+			_ = syscall.Kill(pid, sig)
+		}
+	}
 	select {
 	case <-p.done:
 		// The leader is gone but its group may live on.
@@ -598,7 +659,9 @@ func (s *server) runExec(r *request, a ExecRequest) (any, *WireError) {
 	select {
 	case <-drained:
 	case <-time.After(drainGrace):
-		if rep.TimedOut || rep.Canceled {
+		// On a pty, what still holds the terminal once the shell is
+		// gone is a job it left behind (see killTree).
+		if rep.TimedOut || rep.Canceled || a.Pty {
 			killTree(p, syscall.SIGKILL)
 		}
 		io.stdout.Close()
@@ -625,12 +688,24 @@ func signalProc(p *proc, sr SignalRequest) {
 	sig := syscall.Signal(sr.Signal)
 	switch {
 	case sr.Foreground && p.ptmx != nil:
-		pgrp, err := unix.IoctlGetInt(int(p.ptmx.Fd()), unix.TIOCGPGRP)
+		// Not Fd(): it would put the master back in blocking mode.
+		pgrp, err := -1, error(nil)
+		if rc, cerr := p.ptmx.SyscallConn(); cerr == nil {
+			cerr = rc.Control(func(fd uintptr) { pgrp, err = unix.IoctlGetInt(int(fd), unix.TIOCGPGRP) })
+			if err == nil {
+				err = cerr
+			}
+		}
 		if err == nil && pgrp > 0 {
 			_ = syscall.Kill(-pgrp, sig)
 			return
 		}
 		_ = syscall.Kill(-p.pgid, sig)
+	case sr.Group && sig == syscall.SIGKILL:
+		// A kill of the group takes what the process started outside
+		// it too (setsid children, a shell's background jobs): once the
+		// leader is dead they could no longer be found.
+		killTree(p, sig)
 	case sr.Group:
 		_ = syscall.Kill(-p.pgid, sig)
 	default:

@@ -102,7 +102,8 @@ type SignalRequest struct {
 	// Foreground signals the foreground process group of the request's
 	// pty instead of the process itself (like a key typed at a terminal).
 	Foreground bool `json:"foreground,omitempty"`
-	// Group signals the process's whole process group.
+	// Group signals the process's whole process group; SIGKILL also
+	// reaches its descendants outside the group and, on a pty, its session.
 	Group bool `json:"group,omitempty"`
 }
 

@@ -352,6 +352,14 @@ func (d *Driver) isolation(p *plan, f *engineFacts, id, imageID string, ag *agen
 		ctl("privileges", p.uid != 0, fmt.Sprintf("user %s, cap-drop ALL, no-new-privileges", p.user)),
 		ctl("syscalls", f.seccomp || p.tier == driver.TierGVisor, syscalls+"; "+mech),
 		ctl("processes_visible", true, "private pid namespace (agent is PID 1)"),
+		ctl("signals", true, "private pid namespace: no host process can be named"),
+		ctl("ipc", true, "private ipc and uts namespaces"),
+		ctl("pause", true, "engine pause (cgroup freezer)"),
+		// Close removes the container: the kernel kills every process of
+		// its pid namespace, setsid daemons included. A host that dies
+		// closes the attach stream; the agent exits on EOF and takes the
+		// namespace with it, and the engine auto-removes the container.
+		ctl("lifetime", true, "container removed on Close (pid namespace killed); agent exits when its stream closes; auto-remove"),
 		ctl("memory", lim.MemoryBytes > 0, "cgroup memory limit without swap (docker --memory)"),
 		ctl("pids", lim.Pids > 0, "cgroup pids limit (docker --pids-limit)"),
 		ctl("cpu", lim.CPUSeconds > 0, "RLIMIT_CPU per process, set by the agent on each child"),

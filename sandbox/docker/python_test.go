@@ -111,6 +111,9 @@ func TestPythonKernelOnDocker(t *testing.T) {
 	})
 	t.Run("code that ignores the interrupt loses the state, and the context works again", func(t *testing.T) {
 		const ctxName = "stubborn"
+		if err := sb.Python.Create(context.Background(), ctxName); err != nil {
+			t.Fatal(err)
+		}
 		pyRun(t, sb, "z = 1", sandbox.PythonRunOptions{Context: ctxName})
 		ex, err := sb.Python.Run(context.Background(),
 			"import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\ntime.sleep(60)",
@@ -124,6 +127,11 @@ func TestPythonKernelOnDocker(t *testing.T) {
 		}
 	})
 	t.Run("contexts are independent", func(t *testing.T) {
+		for _, n := range []string{"one", "two"} {
+			if err := sb.Python.Create(context.Background(), n); err != nil {
+				t.Fatal(err)
+			}
+		}
 		pyRun(t, sb, "name = 'one'", sandbox.PythonRunOptions{Context: "one"})
 		pyRun(t, sb, "name = 'two'", sandbox.PythonRunOptions{Context: "two"})
 		if got := pyRun(t, sb, "name", sandbox.PythonRunOptions{Context: "one"}); plain(got) != "'one'" {

@@ -124,9 +124,14 @@ func TestClosingASessionKillsWhatItStarted(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A marker in argv finds these processes; the sandbox's own ps sees
-	// every process in the container's pid namespace.
+	// every process in the container's pid namespace. A background job
+	// (its own process group) and one orphaned at once by its subshell
+	// (re-parented to the agent, no longer in the shell's tree); both
+	// hold the terminal. A daemon that leaves the session (setsid) is
+	// out of a session's reach: the sandbox's Close ends it (see the
+	// escape suite's SetsidDaemon probe).
 	marker := fmt.Sprintf("1000.%09d", rand.IntN(1e9))
-	shRun(t, sh, "sleep "+marker+" & setsid sleep "+marker+" </dev/null >/dev/null 2>&1 &", 10*time.Second)
+	shRun(t, sh, "sleep "+marker+" & (sleep "+marker+" &)", 10*time.Second)
 	count := func() int {
 		res, err := sb.Commands.Run(ctx, sandbox.Command{Shell: "ps -eo args | grep -c '^sleep " + marker + "' || true"})
 		if err != nil {
@@ -145,7 +150,8 @@ func TestClosingASessionKillsWhatItStarted(t *testing.T) {
 	deadline := time.Now().Add(5 * time.Second)
 	for count() != 0 {
 		if time.Now().After(deadline) {
-			t.Fatalf("processes started by the session survive its Close")
+			res, _ := sb.Commands.Run(ctx, sandbox.Command{Shell: "ps -eo pid,ppid,pgid,sid,stat,args"})
+			t.Fatalf("processes started by the session survive its Close:\n%s", res.Stdout)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

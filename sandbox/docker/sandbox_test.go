@@ -2,7 +2,10 @@ package docker_test
 
 import (
 	"context"
+	"errors"
+	"math/rand/v2"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -162,5 +165,40 @@ func TestContract(t *testing.T) {
 func TestEscape(t *testing.T) {
 	sandboxtest.RunEscape(t, func(t *testing.T, opts ...sandbox.Option) *sandbox.Sandbox {
 		return newSandbox(t, opts...)
+	})
+}
+
+// TestEngineErrorsThroughThePublicAPI checks what a user of sandbox.New
+// sees when the engine is stopped or the image is missing: a coded error
+// to branch on, with a message that says what to do.
+func TestEngineErrorsThroughThePublicAPI(t *testing.T) {
+	t.Run("a stopped engine is SBX_BACKEND and says how to start one", func(t *testing.T) {
+		// No engine answers on this socket: the same as a stopped dockerd.
+		d := docker.New(docker.WithHost("unix://"+t.TempDir()+"/docker.sock"), docker.WithImage(testImage()))
+		defer d.Close()
+		_, err := sandbox.New(context.Background(), sandbox.WithDriver(d))
+		if !errors.Is(err, sandbox.ErrBackend) {
+			t.Fatalf("New = %v, want %s", err, sandbox.CodeBackend)
+		}
+		for _, want := range []string{"cannot reach the Docker engine", "start it", "DOCKER_HOST"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("message %q lacks %q", err, want)
+			}
+		}
+	})
+	t.Run("a missing image is SBX_NOT_FOUND and says how to get it", func(t *testing.T) {
+		testDriver(t) // needs the engine
+		image := "sandboxkit/absent:" + strconv.Itoa(rand.IntN(1e9))
+		d := docker.New(docker.WithImage(image), docker.WithPull(docker.PullNever))
+		defer d.Close()
+		_, err := sandbox.New(context.Background(), sandbox.WithDriver(d))
+		if !errors.Is(err, sandbox.ErrNotFound) {
+			t.Fatalf("New = %v, want %s", err, sandbox.CodeNotFound)
+		}
+		for _, want := range []string{image, "docker build / docker load / docker import", "allow pulls"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("message %q lacks %q", err, want)
+			}
+		}
 	})
 }

@@ -124,35 +124,6 @@ func TestSandboxOnDocker(t *testing.T) {
 	}
 }
 
-// BenchmarkSandboxCommand is a tool call's cost through the public API
-// (compare with BenchmarkCommand/docker-exec).
-func BenchmarkSandboxCommand(b *testing.B) {
-	sb := newSandbox(b)
-	ctx := context.Background()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		res, err := sb.Commands.Run(ctx, sandbox.Command{Args: []string{"true"}})
-		if err != nil || res.ExitCode != 0 {
-			b.Fatalf("%+v %v", res, err)
-		}
-	}
-}
-
-// BenchmarkSandboxNew is sandbox creation through the public API (compare
-// with BenchmarkStart/docker-run-rm-true).
-func BenchmarkSandboxNew(b *testing.B) {
-	d := testDriver(b)
-	ctx := context.Background()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		sb, err := sandbox.New(ctx, sandbox.WithDriver(d), sandbox.WithOwner("sandboxkit-docker-bench"))
-		if err != nil {
-			b.Fatal(err)
-		}
-		sb.Close()
-	}
-}
-
 // TestContract runs the contract suite every backend passes.
 func TestContract(t *testing.T) {
 	sandboxtest.RunContract(t, func(t *testing.T, opts ...sandbox.Option) *sandbox.Sandbox {

@@ -49,22 +49,26 @@
 //
 // # Threat model
 //
-// Code in the container is hostile. The container gets: no network (network
-// mode none: only lo), every capability dropped, no-new-privileges, the
-// engine's default seccomp profile, a read-only root file system with
-// writable tmpfs at /workspace and /tmp only, an unprivileged user
-// (65534:65534 unless told otherwise), cgroup memory (without swap) and pids
-// limits, and a private pid namespace in which the agent is PID 1 and reaps
-// orphans. CPU-time and file-size limits are per-process rlimits that the
-// agent sets on each child (reported with an RLIMIT_ mechanism, which tells
-// package sandbox to ask the agent for them): an engine ulimit would bind
-// the agent itself, and PID 1 would die of its own accumulated CPU time. With the runsc
-// runtime the container runs under gVisor and reports that tier. The agent's
-// stream is untrusted input for the host (package agent bounds it). What the
-// engine cannot do it refuses rather than weakens: the backend inspects the
-// created container and fails with ISOLATION_UNAVAILABLE when a control is
-// missing. A host that crashes leaves no running container behind for long:
-// the attach stream closes, the agent sees EOF on stdin and exits, and the
-// engine removes the container (auto-remove); GC removes any leftovers by
-// label.
+// Code in the container is hostile. The container gets: no network
+// (network mode none: only lo), every capability dropped,
+// no-new-privileges, a seccomp profile of its own (Docker's default
+// allowlist without ptrace, process_vm_readv/writev and io_uring, sent
+// with every container so that old engines, which allow those, apply it
+// too), a read-only root file system with writable tmpfs (nosuid, nodev;
+// exec, so that scripts and builds run as on every backend) at /workspace
+// and /tmp only, an unprivileged user (65534:65534 unless told otherwise),
+// cgroup memory (without swap) and pids limits, and a private pid
+// namespace in which the agent is PID 1 and reaps orphans. CPU-time and
+// file-size limits are per-process rlimits that the agent sets on each
+// child (reported with an RLIMIT_ mechanism, which tells package sandbox
+// to ask the agent for them): an engine ulimit would bind the agent
+// itself, and PID 1 would die of its own accumulated CPU time. With the
+// runsc runtime the container runs under gVisor and reports that tier.
+// The agent's stream is untrusted input for the host (package agent
+// bounds it). What the engine cannot do it refuses rather than weakens:
+// the backend inspects the created container and fails with
+// ISOLATION_UNAVAILABLE when a control is missing. A host that crashes
+// leaves no running container behind for long: the attach stream closes,
+// the agent sees EOF on stdin and exits, and the engine removes the
+// container (auto-remove); GC removes any leftovers by label.
 package docker

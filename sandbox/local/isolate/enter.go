@@ -78,7 +78,7 @@ func Enter(spec Spec, cfg []byte) error {
 
 	// 4. rlimits (per-command ones come from WrapCommand). Pids fall
 	// back to RLIMIT_NPROC without a pids cgroup.
-	if err := applyRlimits(spec.Limits, !spec.Plan.PidsCgroup); err != nil {
+	if err := applyRlimits(spec.Limits, !spec.Plan.PidsCgroup && !spec.Plan.NprocShared); err != nil {
 		return err
 	}
 

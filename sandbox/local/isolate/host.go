@@ -86,6 +86,7 @@ func Prepare(spec Spec) (*Handle, error) {
 			return nil, err
 		}
 	}
+	plan.NprocShared = spec.Tier == driver.TierLandlock && !caps.Root
 	h.spec.Plan = plan
 	if spec.Tier == driver.TierLandlock {
 		dir, err := os.MkdirTemp("", "sandboxkit-tmp-"+spec.ID+"-")

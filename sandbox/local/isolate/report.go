@@ -80,6 +80,8 @@ func (h *Handle) Report() driver.Isolation {
 		add("pids", false, "no limit requested")
 	case p.PidsCgroup:
 		add("pids", true, cg(h.cg.pids, "pids.max", "pids.max")+"="+strconv.Itoa(l.Pids))
+	case p.NprocShared:
+		add("pids", false, "not enforced: the sandbox runs as the host user (uid "+strconv.Itoa(p.HostUID)+"), whose own processes RLIMIT_NPROC would count as well; a pids cgroup, or starting as root (a dedicated uid), enforces it")
 	case ns:
 		add("pids", true, "RLIMIT_NPROC (fallback, counts the sandbox's processes)="+strconv.Itoa(l.Pids))
 	default:
@@ -128,6 +130,9 @@ func (h *Handle) Report() driver.Isolation {
 			iso.Gaps = append(iso.Gaps, "host processes of the same uid can be signalled (Landlock below ABI 6 has no signal scope)")
 		}
 		iso.Gaps = append(iso.Gaps, "TMPDIR has no size limit")
+		if p.NprocShared && !p.PidsCgroup {
+			iso.Gaps = append(iso.Gaps, "no pids limit: the sandbox shares the host user's uid, and no pids cgroup is writable")
+		}
 		if h.cg == nil || len(h.cg.all) == 0 {
 			iso.Gaps = append(iso.Gaps, "if the host process is killed with SIGKILL, processes that left the agent survive (no cgroup to kill them)")
 		}

@@ -54,6 +54,12 @@ type Plan struct {
 	// DropIdentity makes Enter switch to HostUID/HostGID itself
 	// (landlock tier started as root).
 	DropIdentity bool `json:"drop_identity,omitempty"`
+	// NprocShared says the sandbox runs as the host user's own uid with no
+	// user namespace of its own (landlock tier, unprivileged host), where
+	// RLIMIT_NPROC would count the host user's processes too: it is not a
+	// limit of the sandbox, so it is not applied and pids are reported as
+	// not enforced unless a pids cgroup enforces them.
+	NprocShared bool `json:"nproc_shared,omitempty"`
 }
 
 // DefaultReadOnlyPaths are the host system directories shown read-only

@@ -35,15 +35,16 @@ tmp_tag="$tag-partial-$$"
 cleanup() { docker rmi "$tmp_tag" >/dev/null 2>&1 || true; }
 trap cleanup EXIT
 # --variant=essential: only Essential:yes packages plus --include, no apt
-# and no recommends. Docs, man pages, locales and files no test needs are
-# left out so the import stays small and fast: python3-fonttools (a hard
-# dependency of matplotlib) drags in scipy, sympy and pythran, and pythran
-# a C++ compiler and boost headers; their packages stay installed, only
-# headers, compilers, sanitizer runtimes and (after installation, since
-# byte-compiling needs them) bundled test suites are dropped.
+# and no recommends. python3-fonttools (a hard dependency of matplotlib)
+# needs "python3-scipy | python3-munkres": naming munkres keeps out scipy,
+# and with it pythran, a C++ compiler and boost headers (the bulk of the
+# build time: unpacking and byte-compiling them). Docs, man pages, locales
+# and files no test needs are left out so the import stays small and
+# fast; bundled test suites go after installation, since byte-compiling
+# needs them.
 mmdebstrap \
 	--variant=essential \
-	--include=bash,coreutils,procps,ca-certificates,python3,python3-numpy,python3-pandas,python3-matplotlib \
+	--include=bash,coreutils,procps,ca-certificates,python3,python3-numpy,python3-pandas,python3-matplotlib,python3-munkres \
 	--aptopt='APT::Install-Recommends "0";' \
 	--dpkgopt='path-exclude=/usr/share/doc/*' \
 	--dpkgopt='path-exclude=/usr/share/man/*' \

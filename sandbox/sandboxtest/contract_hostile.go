@@ -530,7 +530,13 @@ func testWorkspaceCleanup(t *testing.T, newSandbox Factory) {
 	if _, err := os.Stat(host); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("Close left the temporary workspace %s behind (%v)", host, err)
 	}
-	mine := t.TempDir()
+	// Not t.TempDir: its 0700 parent would keep a sandbox that runs as
+	// another uid (as isolating tiers do under root) from reaching it.
+	mine, err := os.MkdirTemp("", "sandboxkit-contract-kept-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(mine) })
 	kept := open(t, newSandbox, sandbox.WithWorkspace(mine))
 	kept.write("result.txt", "keep me")
 	if err := kept.sb.Close(); err != nil {

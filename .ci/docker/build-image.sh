@@ -8,8 +8,8 @@
 # The sandboxkit agent is NOT in the image; the backend copies it into every
 # container (see sandbox/docker's package doc).
 #
-# Cache-friendly: does nothing when the tag already exists (set
-# SANDBOXKIT_IMAGE_REBUILD=1 to force a rebuild).
+# Cache-friendly: does nothing when the tag exists and was built by this
+# version of the script (set SANDBOXKIT_IMAGE_REBUILD=1 to force a rebuild).
 #
 # Usage: build-image.sh [TAG]   (default sandboxkit/python:test)
 # Env:   DEBIAN_MIRROR (default http://deb.debian.org/debian)
@@ -18,8 +18,12 @@ set -euo pipefail
 tag=${1:-${SANDBOXKIT_DOCKER_IMAGE:-sandboxkit/python:test}}
 mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 
-if [ -z "${SANDBOXKIT_IMAGE_REBUILD:-}" ] && docker image inspect "$tag" >/dev/null 2>&1; then
-	echo "build-image: $tag already exists"
+# The image records which recipe (this script) built it, so a machine that
+# kept an image from an older recipe rebuilds instead of testing against it.
+recipe=$(sha256sum "$0" | cut -c1-16)
+if [ -z "${SANDBOXKIT_IMAGE_REBUILD:-}" ] &&
+	[ "$(docker image inspect --format '{{index .Config.Labels "org.sandboxkit.recipe"}}' "$tag" 2>/dev/null)" = "$recipe" ]; then
+	echo "build-image: $tag already exists (recipe $recipe)"
 	exit 0
 fi
 if ! command -v mmdebstrap >/dev/null 2>&1; then
@@ -61,6 +65,7 @@ mmdebstrap \
 		--change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
 		--change 'ENV LANG=C.UTF-8' \
 		--change 'LABEL org.sandboxkit.image=test' \
+		--change "LABEL org.sandboxkit.recipe=$recipe" \
 		--change 'CMD ["/bin/bash"]' \
 		- "$tmp_tag" >/dev/null
 docker tag "$tmp_tag" "$tag"

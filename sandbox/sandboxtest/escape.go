@@ -337,9 +337,13 @@ func escapeProbes(h *escapeHost) []escapeProbe {
 			opts: []sandbox.Option{sandbox.WithLimits(sandbox.Limits{Pids: 64})},
 			// The bomb runs in its own process group, which the probe
 			// kills afterwards so the sandbox can be checked for use.
-			script: `setsid sh -c 'echo $$ > bomb.pid; bomb() { bomb | bomb & }; bomb' >/dev/null 2>&1 &
-sleep 2; n=0; for p in /proc/[0-9]*; do [ -O "$p" ] && n=$((n+1)); done; [ "$n" -gt 128 ] && echo ESCAPED:pids-$n
-for i in 1 2 3 4 5; do kill -9 -$(cat bomb.pid) 2>/dev/null; sleep 0.2; done; echo bomb-done`},
+			// Once the bomb runs, the probe shares the exhausted pids
+			// limit with it and forks nothing: its timer is forked first,
+			// and the rest are builtins (a failed fork ends sh).
+			script: `sleep 2 & timer=$!
+setsid sh -c 'echo $$ > bomb.pid; bomb() { bomb | bomb & }; bomb' >/dev/null 2>&1 &
+wait $timer; n=0; for p in /proc/[0-9]*; do [ -O "$p" ] && n=$((n+1)); done; [ "$n" -gt 128 ] && echo ESCAPED:pids-$n
+read -r pg < bomb.pid; for i in 1 2 3 4 5; do kill -9 -$pg 2>/dev/null; done; echo bomb-done`},
 		{name: "MemoryBomb", needPython: true, usable: true, want: []string{"mem-done"}, control: "memory",
 			opts:   []sandbox.Option{sandbox.WithLimits(sandbox.Limits{MemoryBytes: 256 << 20, TmpBytes: 32 << 20})},
 			script: `$PY -c 'b = bytearray(1 << 30); print("ESCAPED:allocated-1GiB")'; echo mem-done`},

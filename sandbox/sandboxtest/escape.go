@@ -335,15 +335,24 @@ func escapeProbes(h *escapeHost) []escapeProbe {
 			}},
 		{name: "ForkBomb", usable: true, want: []string{"bomb-done"}, control: "pids",
 			opts: []sandbox.Option{sandbox.WithLimits(sandbox.Limits{Pids: 64})},
+			post: func(t *testing.T, b *box, out string) {
+				// The bomb must really have run into the limit.
+				var n int
+				if i := strings.Index(out, "procs="); i < 0 {
+					t.Errorf("the probe did not count processes:\n%s", out)
+				} else if fmt.Sscan(out[i+len("procs="):], &n); n < 32 {
+					t.Errorf("the fork bomb reached only %d processes with a limit of 64: it did not run", n)
+				}
+			},
 			// The bomb runs in its own process group, which the probe
-			// kills afterwards so the sandbox can be checked for use.
-			// Once the bomb runs, the probe shares the exhausted pids
-			// limit with it and forks nothing: its timer is forked first,
-			// and the rest are builtins (a failed fork ends sh).
-			script: `sleep 2 & timer=$!
+			// kills afterwards so the sandbox can be checked for use. Once
+			// the bomb runs, the probe shares the full pids limit with it,
+			// so from then on it forks nothing: the sleep is started
+			// before the bomb, and the rest are shell builtins.
+			script: `sleep 2 & sp=$!
 setsid sh -c 'echo $$ > bomb.pid; bomb() { bomb | bomb & }; bomb' >/dev/null 2>&1 &
-wait $timer; n=0; for p in /proc/[0-9]*; do [ -O "$p" ] && n=$((n+1)); done; [ "$n" -gt 128 ] && echo ESCAPED:pids-$n
-read -r pg < bomb.pid; for i in 1 2 3 4 5; do kill -9 -$pg 2>/dev/null; done; echo bomb-done`},
+wait $sp; n=0; for p in /proc/[0-9]*; do [ -O "$p" ] && n=$((n+1)); done; [ "$n" -gt 128 ] && echo ESCAPED:pids-$n; echo procs=$n
+read pid < bomb.pid; for i in 1 2 3 4 5 6 7 8 9 10; do kill -9 -$pid 2>/dev/null; done; echo bomb-done`},
 		{name: "MemoryBomb", needPython: true, usable: true, want: []string{"mem-done"}, control: "memory",
 			opts:   []sandbox.Option{sandbox.WithLimits(sandbox.Limits{MemoryBytes: 256 << 20, TmpBytes: 32 << 20})},
 			script: `$PY -c 'b = bytearray(1 << 30); print("ESCAPED:allocated-1GiB")'; echo mem-done`},

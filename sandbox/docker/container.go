@@ -376,6 +376,10 @@ func (d *Driver) isolation(p *plan, f *engineFacts, id, imageID string, ag *agen
 		cs = append(cs, ctl("cpu_rate", true, fmt.Sprintf("CFS quota %.3g CPUs", float64(p.nanoCPUs)/1e9)))
 	}
 	gaps = append(gaps, "files in the tmpfs /tmp, /workspace and /dev/shm count against the memory limit")
+	if lim.Pids > 0 {
+		// The engine's pids cgroup counts threads, the agent's included.
+		gaps = append(gaps, "the pids limit counts the agent's own threads (about ten) as well as the sandbox's processes")
+	}
 	if p.cfg.Workspace == "" {
 		gaps = append(gaps, "the workspace is a tmpfs inside the container: copy results out before Close")
 	}

@@ -96,6 +96,9 @@ func fsError(p string, err error) *WireError {
 		return errorf(CodePathEscape, "path %q resolves outside the workspace (through \"..\" or a symbolic link): access denied", p)
 	case errors.Is(err, fs.ErrNotExist):
 		return errorf(CodeNotFound, "%q does not exist", p)
+	case errno == syscall.ENOTEMPTY:
+		// Checked before fs.ErrExist, which ENOTEMPTY also matches.
+		return errorf(CodeInvalidArgument, "directory %q is not empty: pass recursive to remove it with its contents", p)
 	case errors.Is(err, fs.ErrExist):
 		return errorf(CodeExists, "%q already exists", p)
 	case errno == syscall.ENOSPC || errno == syscall.EDQUOT:
@@ -108,8 +111,6 @@ func fsError(p string, err error) *WireError {
 		return errorf(CodeIsDir, "%q is a directory", p)
 	case errno == syscall.ELOOP:
 		return errorf(CodePathEscape, "%q is a symbolic link loop or a link that cannot be followed safely", p)
-	case errno == syscall.ENOTEMPTY:
-		return errorf(CodeInvalidArgument, "directory %q is not empty: pass recursive to remove it with its contents", p)
 	case errors.Is(err, fs.ErrPermission) || errno == syscall.EROFS:
 		return errorf(CodePermission, "permission denied for %q", p)
 	}
@@ -819,8 +820,17 @@ func (w *workspace) move(a FSMoveRequest) (any, *WireError) {
 	if from == "." || to == "." {
 		return nil, errorf(CodeInvalidArgument, "cannot move the workspace directory itself")
 	}
-	if _, err := w.root.Lstat(from); err != nil {
+	src, err := w.root.Lstat(from)
+	if err != nil {
 		return nil, fsError(a.From, err)
+	}
+	if src.IsDir() {
+		// A directory cannot go below itself (the kernel says EINVAL), and
+		// moving it onto itself with overwrite would first remove it.
+		dst, err := w.root.Lstat(to)
+		if to == from || strings.HasPrefix(to, from+"/") || (err == nil && os.SameFile(src, dst)) || w.within(src, filepath.Dir(to)) {
+			return nil, errorf(CodeInvalidArgument, "cannot move directory %q into itself (%q is inside it): choose a destination outside %q", a.From, a.To, a.From)
+		}
 	}
 	if fi, err := w.root.Lstat(to); err == nil {
 		if !a.Overwrite {
@@ -859,8 +869,14 @@ func (w *workspace) copy(a FSMoveRequest) (any, *WireError) {
 	if _, err := w.root.Lstat(to); err == nil && !a.Overwrite {
 		return nil, errorf(CodeExists, "destination %q already exists: set overwrite to replace it", a.To)
 	}
-	if fi.IsDir() && (to == from || strings.HasPrefix(to, from+"/")) {
-		return nil, errorf(CodeInvalidArgument, "cannot copy %q into itself", a.From)
+	if fi.IsDir() && (from == "." || to == from || strings.HasPrefix(to, from+"/") || w.within(fi, to)) {
+		// The walk would find the copy it is making and recurse into it
+		// until the deadline.
+		what := fmt.Sprintf("directory %q", a.From)
+		if from == "." {
+			what = "the workspace directory"
+		}
+		return nil, errorf(CodeInvalidArgument, "cannot copy %s into itself (%q is inside it): choose a destination outside it", what, a.To)
 	}
 	copyFile := func(src, dst string, mode fs.FileMode) *WireError {
 		data, err := w.root.ReadFile(src)
@@ -912,6 +928,62 @@ func (w *workspace) copy(a FSMoveRequest) (any, *WireError) {
 	return w.stat(a.To)
 }
 
+// within reports whether the directory p (symbolic links followed, as the
+// operations follow them), or its deepest existing ancestor, is top or lies
+// below it. It compares inodes walking up through "..", so a link leading
+// back into top is caught where a lexical prefix check would miss it.
+func (w *workspace) within(top fs.FileInfo, p string) bool {
+	for {
+		if fi, err := w.root.Stat(p); err == nil && fi.IsDir() {
+			break
+		}
+		if p == "." {
+			return false
+		}
+		p = filepath.Dir(p)
+	}
+	rootInfo, err := w.root.Stat(".")
+	if err != nil {
+		return false
+	}
+	f, err := w.root.Open(p)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	want, ok := top.Sys().(*syscall.Stat_t)
+	stop, ok2 := rootInfo.Sys().(*syscall.Stat_t)
+	if !ok || !ok2 {
+		return false
+	}
+	fd, err := unix.Openat(int(f.Fd()), ".", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return false
+	}
+	// Bounded: a path has at most PATH_MAX/2 components.
+	for range 4096 {
+		var st unix.Stat_t
+		if unix.Fstat(fd, &st) != nil {
+			break
+		}
+		if st.Dev == want.Dev && st.Ino == want.Ino {
+			unix.Close(fd)
+			return true
+		}
+		if st.Dev == stop.Dev && st.Ino == stop.Ino {
+			break
+		}
+		up, err := unix.Openat(fd, "..", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		unix.Close(fd)
+		if err != nil {
+			return false
+		}
+		fd = up
+	}
+	unix.Close(fd)
+	return false
+}
+
 func (w *workspace) remove(a FSPathRequest) (any, *WireError) {
 	rel, e := w.rel(a.Path)
 	if e != nil {
@@ -930,6 +1002,11 @@ func (w *workspace) remove(a FSPathRequest) (any, *WireError) {
 		err = w.root.Remove(rel)
 	}
 	if err != nil {
+		var errno syscall.Errno
+		if fi.IsDir() && !a.Recursive && errors.As(err, &errno) && (errno == syscall.ENOTEMPTY || errno == syscall.EEXIST) {
+			// POSIX lets rmdir say EEXIST for a non-empty directory.
+			return nil, errorf(CodeInvalidArgument, "directory %q is not empty: pass recursive to remove it with its contents", a.Path)
+		}
 		return nil, fsError(a.Path, err)
 	}
 	return struct{}{}, nil

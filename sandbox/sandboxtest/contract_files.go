@@ -26,6 +26,8 @@ var fileTests = []contractTest{
 	{name: "StatMkdirChmod", run: testFileStatMkdirChmod},
 	{name: "MoveAndCopy", run: testFileMoveCopy},
 	{name: "RemoveIsRecursiveOnlyWhenAsked", run: testFileRemove},
+	{name: "CopyIntoItselfIsRefused", run: testFileCopyIntoItself},
+	{name: "MoveIntoItselfIsRefused", run: testFileMoveIntoItself},
 	{name: "SearchIncludeExcludeSkips", run: testFileSearch},
 	{name: "GlobFindsByName", run: testFileGlob},
 	{name: "CopyInCopyOutRoundTrip", run: testFileCopyRoundTrip},
@@ -342,9 +344,8 @@ func testFileRemove(t *testing.T, newSandbox Factory) {
 	b := open(t, newSandbox)
 	b.write("d/e/f.txt", "f")
 	err := b.sb.Files.Remove(b.ctx(), "d", false)
-	if err == nil {
-		t.Fatal("Remove of a non-empty directory without recursive succeeded")
-	}
+	wantCode(t, "Remove of a non-empty directory without recursive", err, sandbox.CodeInvalidArgument)
+	wantMessage(t, "Remove of a non-empty directory without recursive", err, "not empty", "recursive")
 	if b.read("d/e/f.txt") != "f" {
 		t.Fatal("a refused Remove deleted content")
 	}
@@ -360,6 +361,91 @@ func testFileRemove(t *testing.T, newSandbox Factory) {
 	}
 	wantCode(t, "Remove of the workspace", b.sb.Files.Remove(b.ctx(), ".", true), sandbox.CodeInvalidArgument)
 	wantCode(t, "Remove of a missing file", b.sb.Files.Remove(b.ctx(), "single", false), sandbox.CodeNotFound)
+}
+
+// wantMessage fails unless err's message contains every one of words: a
+// model can only act on an error that says what to do.
+func wantMessage(t *testing.T, what string, err error, words ...string) {
+	t.Helper()
+	for _, w := range words {
+		if err == nil || !strings.Contains(err.Error(), w) {
+			t.Fatalf("%s: error %v does not say %q", what, err, w)
+		}
+	}
+}
+
+// linkBack makes the workspace symbolic link name pointing at target,
+// through CopyIn so every backend can make it.
+func linkBack(b *box, name, target string) {
+	b.t.Helper()
+	tb := makeTar(b.t, []tarFile{{name: name, link: target, mode: 0o777, typ: tar.TypeSymlink}})
+	if err := b.sb.Files.CopyIn(b.ctx(), "", tb); err != nil {
+		b.t.Fatalf("CopyIn of link %s -> %s: %v", name, target, err)
+	}
+}
+
+// testFileCopyIntoItself: copying a directory below itself would copy its
+// own copy forever; it must be refused at once, before anything is made.
+func testFileCopyIntoItself(t *testing.T, newSandbox Factory) {
+	b := open(t, newSandbox)
+	b.write("top.txt", "T")
+	b.write("src/a.txt", "A")
+	linkBack(b, "loop", "src")
+	for _, tc := range []struct{ name, from, to string }{
+		{"workspace root into a subfolder", "", "sub"},
+		{"workspace root as \".\" into a subfolder", ".", "sub/deeper"},
+		{"directory into its subfolder", "src", "src/inner"},
+		{"directory through a link into itself", "src", "loop/inner"},
+	} {
+		err := b.sb.Files.Copy(b.ctx(), tc.from, tc.to, false)
+		wantCode(t, tc.name, err, sandbox.CodeInvalidArgument)
+		wantMessage(t, tc.name, err, "into itself")
+	}
+	for _, p := range []string{"sub", "src/inner"} {
+		if _, err := b.sb.Files.Stat(b.ctx(), p); sandbox.CodeOf(err) != sandbox.CodeNotFound {
+			t.Errorf("a refused Copy left %q behind: %v", p, err)
+		}
+	}
+	// The refusal is about the tree, not the name: a sibling is fine.
+	if err := b.sb.Files.Copy(b.ctx(), "src", "src-copy", false); err != nil {
+		t.Fatal(err)
+	}
+	if b.read("src-copy/a.txt") != "A" {
+		t.Fatal("Copy to a sibling lost content")
+	}
+}
+
+// testFileMoveIntoItself: the kernel refuses to rename a directory below
+// itself; the refusal must be a coded argument error, and moving a
+// directory onto itself must not delete it.
+func testFileMoveIntoItself(t *testing.T, newSandbox Factory) {
+	b := open(t, newSandbox)
+	b.write("src/a.txt", "A")
+	linkBack(b, "loop", "src")
+	linkBack(b, "here", ".")
+	for _, tc := range []struct {
+		name, from, to string
+		overwrite      bool
+	}{
+		{"directory into its subfolder", "src", "src/inner", false},
+		{"directory into an existing subfolder", "src", "src/a.txt/x", false},
+		{"directory through a link into itself", "src", "loop/inner", false},
+		{"directory onto itself with overwrite", "src", "src", true},
+		{"directory onto itself through a link with overwrite", "src", "here/src", true},
+	} {
+		err := b.sb.Files.Move(b.ctx(), tc.from, tc.to, tc.overwrite)
+		wantCode(t, tc.name, err, sandbox.CodeInvalidArgument)
+		wantMessage(t, tc.name, err, "into itself")
+		if b.read("src/a.txt") != "A" {
+			t.Fatalf("%s: a refused Move changed the directory", tc.name)
+		}
+	}
+	if err := b.sb.Files.Move(b.ctx(), "src", "moved/src", false); err != nil {
+		t.Fatal(err)
+	}
+	if b.read("moved/src/a.txt") != "A" {
+		t.Fatal("Move to another folder lost content")
+	}
 }
 
 func testFileSearch(t *testing.T, newSandbox Factory) {

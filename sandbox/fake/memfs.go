@@ -92,10 +92,7 @@ func fsError(p string, err error) *agent.WireError {
 	case errors.Is(err, errLoop):
 		return werr(agent.CodePathEscape, "%q is a symbolic link loop or a link that cannot be followed safely", p)
 	case errors.Is(err, errNotEmpty):
-		// The agent reports ENOTEMPTY as EXISTS (syscall.Errno matches
-		// fs.ErrExist for it); the code is kept identical, the message
-		// says what to do.
-		return werr(agent.CodeExists, "directory %q is not empty: pass recursive to remove it with its contents", p)
+		return werr(agent.CodeInvalidArgument, "directory %q is not empty: pass recursive to remove it with its contents", p)
 	}
 	return werr(agent.CodeInternal, "%s: %v", p, err)
 }
@@ -652,6 +649,13 @@ func (m *memFS) move(a agent.FSMoveRequest) (any, *agent.WireError) {
 	if err != nil {
 		return nil, fsError(a.From, err)
 	}
+	if src.node.kind == kindDir {
+		// As the agent: refused before anything is removed or made.
+		dst, err := m.walk(to, false)
+		if (err == nil && dst.node == src.node) || m.below(src.node, path.Dir(to)) {
+			return nil, werr(agent.CodeInvalidArgument, "cannot move directory %q into itself (%q is inside it): choose a destination outside %q", a.From, a.To, a.From)
+		}
+	}
 	if dst, err := m.walk(to, false); err == nil && dst.node != nil {
 		if !a.Overwrite {
 			return nil, werr(agent.CodeExists, "destination %q already exists: set overwrite to replace it", a.To)
@@ -685,6 +689,20 @@ func (m *memFS) move(a agent.FSMoveRequest) (any, *agent.WireError) {
 	return m.statLocked(a.To)
 }
 
+// below reports whether the directory p (links followed), or its deepest
+// existing ancestor, is top or lies in the tree below it.
+func (m *memFS) below(top *node, p string) bool {
+	for {
+		if n, err := m.lookup(p, true); err == nil && n.kind == kindDir {
+			return n == top || m.inside(n, top)
+		}
+		if p == "." || p == "/" || p == "" {
+			return false
+		}
+		p = path.Dir(p)
+	}
+}
+
 // inside reports whether dir lies in the tree below top.
 func (m *memFS) inside(dir, top *node) bool {
 	if top.kind != kindDir {
@@ -716,7 +734,7 @@ func (m *memFS) copy(a agent.FSMoveRequest) (any, *agent.WireError) {
 	if dst, err := m.walk(to, false); err == nil && dst.node != nil && !a.Overwrite {
 		return nil, werr(agent.CodeExists, "destination %q already exists: set overwrite to replace it", a.To)
 	}
-	if src.kind == kindDir && (to == from || strings.HasPrefix(to, from+"/") || from == ".") {
+	if src.kind == kindDir && (to == from || strings.HasPrefix(to, from+"/") || from == "." || m.below(src, to)) {
 		return nil, werr(agent.CodeInvalidArgument, "cannot copy %q into itself", a.From)
 	}
 	copyFile := func(n *node, dst string) *agent.WireError {

@@ -1026,44 +1026,6 @@ func (w *workspace) chmod(a FSChmodRequest) (any, *WireError) {
 	return w.stat(a.Path)
 }
 
-// matchGlob matches a slash-separated path against a pattern where "**"
-// matches any number of directories.
-func matchGlob(pattern, name string) bool {
-	return matchParts(strings.Split(pattern, "/"), strings.Split(name, "/"))
-}
-
-func matchParts(pat, name []string) bool {
-	for len(pat) > 0 {
-		if pat[0] == "**" {
-			for i := 0; i <= len(name); i++ {
-				if matchParts(pat[1:], name[i:]) {
-					return true
-				}
-			}
-			return false
-		}
-		if len(name) == 0 {
-			return false
-		}
-		if ok, _ := path.Match(pat[0], name[0]); !ok {
-			return false
-		}
-		pat, name = pat[1:], name[1:]
-	}
-	return len(name) == 0
-}
-
-// globMatches matches a pattern without "/" against the base name (like
-// find -name), and a pattern with "/" against the path relative to the
-// search root.
-func globMatches(pattern, rel string) bool {
-	if !strings.Contains(pattern, "/") {
-		ok, _ := path.Match(pattern, path.Base(rel))
-		return ok
-	}
-	return matchGlob(pattern, rel)
-}
-
 func (w *workspace) glob(a FSGlobRequest) (any, *WireError) {
 	if a.Pattern == "" {
 		return nil, errorf(CodeInvalidArgument, "glob pattern is empty: try \"*.py\" or \"src/**/*.go\"")
@@ -1097,7 +1059,7 @@ func (w *workspace) glob(a FSGlobRequest) (any, *WireError) {
 		if sub == "" || sub == "." {
 			return nil
 		}
-		if globMatches(a.Pattern, sub) {
+		if GlobMatch(a.Pattern, sub) {
 			if len(rep.Paths) >= max {
 				rep.Truncated = true
 				return fs.SkipAll

@@ -181,7 +181,7 @@ func (w *workspace) search(ctx context.Context, a FSSearchRequest) (any, *WireEr
 
 func anyGlob(globs []string, rel string) bool {
 	for _, g := range globs {
-		if globMatches(g, rel) {
+		if GlobMatch(g, rel) {
 			return true
 		}
 	}

@@ -842,43 +842,6 @@ func (m *memFS) symlink(target, p string) error {
 	return nil
 }
 
-// matchGlob matches a slash-separated path against a pattern where "**"
-// matches any number of directories.
-func matchGlob(pattern, name string) bool {
-	return matchParts(strings.Split(pattern, "/"), strings.Split(name, "/"))
-}
-
-func matchParts(pat, name []string) bool {
-	for len(pat) > 0 {
-		if pat[0] == "**" {
-			for i := 0; i <= len(name); i++ {
-				if matchParts(pat[1:], name[i:]) {
-					return true
-				}
-			}
-			return false
-		}
-		if len(name) == 0 {
-			return false
-		}
-		if ok, _ := path.Match(pat[0], name[0]); !ok {
-			return false
-		}
-		pat, name = pat[1:], name[1:]
-	}
-	return len(name) == 0
-}
-
-// globMatches matches a pattern without "/" against the base name (like
-// find -name), and one with "/" against the path below the search root.
-func globMatches(pattern, rel string) bool {
-	if !strings.Contains(pattern, "/") {
-		ok, _ := path.Match(pattern, path.Base(rel))
-		return ok
-	}
-	return matchGlob(pattern, rel)
-}
-
 func (m *memFS) glob(a agent.FSGlobRequest) (any, *agent.WireError) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -908,7 +871,7 @@ func (m *memFS) glob(a agent.FSGlobRequest) (any, *agent.WireError) {
 		if sub == "" || sub == "." {
 			return nil
 		}
-		if globMatches(a.Pattern, sub) {
+		if agent.GlobMatch(a.Pattern, sub) {
 			if len(rep.Paths) >= limit {
 				rep.Truncated = true
 				return fs.SkipAll

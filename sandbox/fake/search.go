@@ -112,7 +112,7 @@ func (m *memFS) search(a agent.FSSearchRequest) (any, *agent.WireError) {
 
 func anyGlob(globs []string, rel string) bool {
 	for _, g := range globs {
-		if globMatches(g, rel) {
+		if agent.GlobMatch(g, rel) {
 			return true
 		}
 	}

@@ -23,7 +23,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"runtime"
@@ -452,5 +451,3 @@ func (i *instance) Close(ctx context.Context) error {
 	})
 	return i.closeErr
 }
-
-var _ = net.Pipe

@@ -22,6 +22,14 @@ type Client struct {
 
 	wmu sync.Mutex
 
+	// Credit returned to the agent gathers in acks and ackLoop sends it.
+	// The reader never writes: a write can block while the agent, its own
+	// output blocked behind the frames the reader has not read yet, stops
+	// reading, and then neither side moves again.
+	amu   sync.Mutex
+	acks  map[uint32]int
+	awake chan struct{}
+
 	mu      sync.Mutex
 	next    uint32
 	calls   map[uint32]*Call
@@ -107,9 +115,11 @@ func Dial(ctx context.Context, conn io.ReadWriteCloser, h Hello) (*Client, error
 			conn.Close()
 			return nil, r.err
 		}
-		c := &Client{conn: conn, hello: r.rep, calls: map[uint32]*Call{}, dead: make(chan struct{})}
-		c.readers.Add(1)
+		c := &Client{conn: conn, hello: r.rep, calls: map[uint32]*Call{}, dead: make(chan struct{}),
+			acks: map[uint32]int{}, awake: make(chan struct{}, 1)}
+		c.readers.Add(2)
 		go c.readLoop()
+		go c.ackLoop()
 		return c, nil
 	case <-ctx.Done():
 		conn.Close()
@@ -375,10 +385,57 @@ func (call *Call) Signal(sr SignalRequest) error {
 	return call.c.send(call.id, FrameSignal, b)
 }
 
-// Ack returns n bytes of credit to the agent (see Handlers.ManualAck).
+// Ack returns n bytes of credit to the agent (see Handlers.ManualAck). It
+// never blocks: the credit is sent by the client's ack writer.
 func (call *Call) Ack(n int) {
-	if n > 0 {
-		_ = call.c.send(call.id, FrameAck, ackPayload(n))
+	if n <= 0 {
+		return
+	}
+	c := call.c
+	c.amu.Lock()
+	c.acks[call.id] += n
+	c.amu.Unlock()
+	select {
+	case c.awake <- struct{}{}:
+	default:
+	}
+}
+
+// ackLoop sends the credit Ack gathered, all pending acks in one write,
+// until the stream is gone.
+func (c *Client) ackLoop() {
+	defer c.readers.Done()
+	var buf []byte
+	for {
+		select {
+		case <-c.awake:
+		case <-c.dead:
+			return
+		}
+		c.amu.Lock()
+		var acks map[uint32]int
+		if len(c.acks) > 0 {
+			acks, c.acks = c.acks, map[uint32]int{}
+		}
+		c.amu.Unlock()
+		buf = buf[:0]
+		for id, n := range acks {
+			// An ack frame carries a uint32; a window is far smaller, but
+			// split anyway rather than wrap.
+			for n > 0 {
+				m := min(n, 1<<30)
+				buf = appendFrame(buf, id, FrameAck, ackPayload(m))
+				n -= m
+			}
+		}
+		if len(buf) == 0 {
+			continue
+		}
+		c.wmu.Lock()
+		if c.Err() == nil {
+			_, _ = c.conn.Write(buf) // a failed write ends the reader too
+		}
+		c.wmu.Unlock()
 	}
 }
 

@@ -179,6 +179,9 @@ func mergeEnv(base, extra []string) []string {
 // startProcess starts a in its own process group (or session, for a pty)
 // and registers it with the reaper.
 func (s *server) startProcess(a ExecRequest) (*proc, *stdio, *WireError) {
+	if s.processesReady != nil {
+		<-s.processesReady
+	}
 	if len(a.Args) == 0 || a.Args[0] == "" {
 		return nil, nil, errorf(CodeInvalidArgument, "exec needs a program to run (args is empty)")
 	}
@@ -528,6 +531,9 @@ func setChildSubreaper() error {
 	return unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 }
 
+// maxCapture caps ExecRequest.MaxOutput.
+const maxCapture = 8 << 20
+
 // capture keeps the head of a stream (streamed as produced) and a tail
 // ring, dropping and counting the middle.
 type capture struct {
@@ -542,6 +548,8 @@ func newCapture(max int) *capture {
 	if max <= 0 {
 		return &capture{}
 	}
+	// Both tails travel base64-encoded in one reply frame (MaxPayload).
+	max = min(max, maxCapture)
 	head := max / 2
 	return &capture{headLeft: head, limited: true, tailCap: max - head}
 }

@@ -272,6 +272,10 @@ type FSCopyReply struct {
 
 const defaultMaxRead = 8 << 20
 
+// maxReadBytes caps FSReadRequest.MaxBytes: the contents travel in one
+// Blob frame, which cannot exceed MaxPayload.
+const maxReadBytes = MaxPayload - 64<<10
+
 func (s *server) callFS(r *request, req Request) (any, *WireError, bool) {
 	w := s.ws
 	var res any
@@ -417,6 +421,7 @@ func readOpen(f *os.File, fi fs.FileInfo, a FSReadRequest) (any, *WireError) {
 	if max <= 0 {
 		max = defaultMaxRead
 	}
+	max = min(max, maxReadBytes)
 	rep := FSReadReply{Size: fi.Size()}
 	if a.Limit <= 0 && a.Offset <= 0 {
 		if fi.Size() > max {

@@ -128,6 +128,7 @@ type ExecRequest struct {
 	// MaxOutput caps the bytes kept of each of stdout and stderr: the
 	// first half is streamed as produced, the last bytes are returned in
 	// the reply, the middle is dropped and counted. 0 = stream everything.
+	// The agent caps it at 8 MiB, so that the tails fit in one reply.
 	MaxOutput int `json:"max_output,omitempty"`
 	// Job starts a background job: the reply comes at once with its id,
 	// and output goes to a ring buffer of RingBytes read by job ops.

@@ -123,12 +123,16 @@ func ReadFrame(r io.Reader) (Frame, error) {
 
 // appendFrame encodes one frame into buf.
 func appendFrame(buf []byte, id uint32, t FrameType, payload []byte) []byte {
+	return append(appendHeader(buf, id, t, len(payload)), payload...)
+}
+
+// appendHeader encodes the header of a frame with an n-byte payload.
+func appendHeader(buf []byte, id uint32, t FrameType, n int) []byte {
 	var h [headerSize]byte
-	binary.BigEndian.PutUint32(h[0:4], uint32(len(payload)))
+	binary.BigEndian.PutUint32(h[0:4], uint32(n))
 	binary.BigEndian.PutUint32(h[4:8], id)
 	h[8] = byte(t)
-	buf = append(buf, h[:]...)
-	return append(buf, payload...)
+	return append(buf, h[:]...)
 }
 
 // WriteFrame encodes one frame to w in a single Write call.

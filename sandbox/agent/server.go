@@ -11,6 +11,7 @@ import (
 	"runtime/debug"
 	"sync"
 	"syscall"
+	"time"
 )
 
 // ServeOptions tunes Serve.
@@ -18,6 +19,12 @@ type ServeOptions struct {
 	// Logf receives the agent's own diagnostics (never user output). Nil
 	// discards them.
 	Logf func(format string, args ...any)
+	// ProcessesReady, when set, holds back every process start until it
+	// is closed. A backend whose agent must prepare before its sandbox
+	// may fork (such as warming the threads a fork bomb would otherwise
+	// starve it of) does so in parallel with the handshake and the
+	// requests that start no process.
+	ProcessesReady <-chan struct{}
 }
 
 // Serve runs the agent protocol over conn until the stream closes or
@@ -26,10 +33,12 @@ type ServeOptions struct {
 // frame must be Hello.
 func Serve(conn io.ReadWriteCloser, opts ServeOptions) error {
 	s := &server{
-		conn: conn,
-		logf: opts.Logf,
-		reqs: map[uint32]*request{},
-		jobs: newJobTable(),
+		conn:           conn,
+		logf:           opts.Logf,
+		reqs:           map[uint32]*request{},
+		jobs:           newJobTable(),
+		qwake:          make(chan struct{}, 1),
+		processesReady: opts.ProcessesReady,
 	}
 	if s.logf == nil {
 		s.logf = func(string, ...any) {}
@@ -47,6 +56,18 @@ type server struct {
 	ws    *workspace
 	procs *procTable
 	jobs  *jobTable
+	// processesReady gates process starts (ServeOptions.ProcessesReady).
+	processesReady <-chan struct{}
+
+	// The read loop never writes to conn itself: when a command floods
+	// the stream, conn's buffer is full and a write would block, and a
+	// read loop that stops reading lets the client's writes (stdin,
+	// uploads) fill the other direction until both sides wait on each
+	// other. Its frames (inline replies, protocol errors) go to queue,
+	// which writeLoop drains.
+	qmu   sync.Mutex
+	queue [][]byte
+	qwake chan struct{}
 
 	mu       sync.Mutex
 	reqs     map[uint32]*request
@@ -86,6 +107,9 @@ func (s *server) run() error {
 	}
 	stopReaper := s.procs.startReaper()
 	defer stopReaper()
+	stopWriter := make(chan struct{})
+	go s.writeLoop(stopWriter)
+	defer close(stopWriter)
 	defer s.shutdown()
 	for {
 		f, err := ReadFrame(r)
@@ -167,7 +191,8 @@ func (s *server) dispatch(f Frame) error {
 	case FrameRequest:
 		var req Request
 		if err := json.Unmarshal(f.Payload, &req); err != nil {
-			return s.replyError(f.ID, errorf(CodeInvalidArgument, "malformed request: %v", err))
+			s.replyError(f.ID, errorf(CodeInvalidArgument, "malformed request: %v", err))
+			return nil
 		}
 		if s.serveInline(f.ID, req) {
 			return nil
@@ -313,32 +338,51 @@ func (s *server) handle(r *request, req Request) {
 	s.reply(r.id, result, werr, r.blob)
 }
 
-// reply ends request id with its result or error; blob, when set, goes
-// ahead of the reply in the same write.
+// reply ends request id with its result or error (see encodeReply).
+// It runs on a handler goroutine, so it may wait for the stream.
 func (s *server) reply(id uint32, result any, werr *WireError, blob []byte) {
-	var b []byte
+	_ = s.write(encodeReply(id, result, werr, blob))
+}
+
+// encodeReply returns the frames that end request id: the Blob frame, when
+// blob is set, and the Reply frame, in one buffer so that they go out in
+// one write and the client receives them together (one wake-up, not two).
+// A reply that cannot fit in a frame becomes a TOO_LARGE error: sending
+// it would fail and leave the client waiting for an answer forever.
+func encodeReply(id uint32, result any, werr *WireError, blob []byte) []byte {
+	var res []byte
 	if werr == nil && result != nil {
-		res, err := json.Marshal(result)
-		if err != nil {
+		var err error
+		if res, err = json.Marshal(result); err != nil {
 			werr = errorf(CodeInternal, "encoding reply: %v", err)
-		} else {
-			// The Reply object is built around the result by hand: marshalling
-			// Reply{Result: res} would scan (and copy) the result once more.
-			b = make([]byte, 0, len(replyPrefix)+len(res)+1)
-			b = append(append(append(b, replyPrefix...), res...), '}')
 		}
 	}
+	n := len("{}")
+	if res != nil {
+		n = len(replyPrefix) + len(res) + 1
+	}
+	if werr == nil && max(len(blob), n) > MaxPayload {
+		werr = errorf(CodeTooLarge, "the reply is %d bytes, over the protocol's %d byte frame limit: ask for less (a smaller max_bytes or max_output, a range of lines, a narrower search)", max(len(blob), n), MaxPayload)
+	}
 	if werr != nil {
-		b, _ = json.Marshal(Reply{Error: werr})
-		blob = nil
-	} else if b == nil {
-		b = []byte("{}")
+		b, _ := json.Marshal(Reply{Error: werr})
+		return appendFrame(nil, id, FrameReply, b)
 	}
+	size := headerSize + n
 	if blob != nil {
-		_ = s.sendPair(id, FrameBlob, blob, FrameReply, b)
-		return
+		size += headerSize + len(blob)
 	}
-	_ = s.send(id, FrameReply, b)
+	buf := make([]byte, 0, size)
+	if blob != nil {
+		buf = appendFrame(buf, id, FrameBlob, blob)
+	}
+	buf = appendHeader(buf, id, FrameReply, n)
+	if res == nil {
+		return append(buf, "{}"...)
+	}
+	// The Reply object is built around the result by hand: marshalling
+	// Reply{Result: res} would scan (and copy) the result once more.
+	return append(append(append(buf, replyPrefix...), res...), '}')
 }
 
 // inlineReadMax is the largest file fs.read serves on the read loop.
@@ -358,7 +402,7 @@ func (s *server) serveInline(id uint32, req Request) (answered bool) {
 			result, werr, answered = nil, errorf(CodeInternal, "agent failed while handling %q: %v", req.Op, p), true
 		}
 		if answered {
-			s.reply(id, result, werr, blob)
+			s.enqueue(encodeReply(id, result, werr, blob))
 		}
 	}()
 	switch req.Op {
@@ -393,40 +437,84 @@ func (s *server) serveInline(id uint32, req Request) (answered bool) {
 // path recognises it.
 const replyPrefix = `{"result":`
 
-func (s *server) replyError(id uint32, e *WireError) error {
+// replyError ends request id with an error. It runs on the read loop, so
+// the frame is queued, never written here.
+func (s *server) replyError(id uint32, e *WireError) {
 	b, _ := json.Marshal(Reply{Error: e})
-	return s.send(id, FrameReply, b)
+	s.enqueue(appendFrame(nil, id, FrameReply, b))
+}
+
+// enqueue hands encoded frames to writeLoop. It never blocks on the
+// stream (see server.queue).
+func (s *server) enqueue(frames []byte) {
+	s.qmu.Lock()
+	s.queue = append(s.queue, frames)
+	s.qmu.Unlock()
+	select {
+	case s.qwake <- struct{}{}:
+	default:
+	}
+}
+
+// writeLoop writes the read loop's queued frames, all that have gathered
+// in one write, until stop is closed.
+func (s *server) writeLoop(stop <-chan struct{}) {
+	for {
+		select {
+		case <-s.qwake:
+		case <-stop:
+			return
+		}
+		s.qmu.Lock()
+		q := s.queue
+		s.queue = nil
+		s.qmu.Unlock()
+		if len(q) == 0 {
+			continue // drained on an earlier wake-up
+		}
+		buf := q[0]
+		for _, b := range q[1:] {
+			buf = append(buf, b...)
+		}
+		_ = s.write(buf)
+	}
 }
 
 // send writes one frame; frames from different goroutines never interleave.
 func (s *server) send(id uint32, t FrameType, payload []byte) error {
+	if len(payload) > MaxPayload {
+		// Callers send only small frames and bounded chunks; reaching this
+		// is a bug, and a frame the client would refuse kills the stream.
+		s.fail()
+		return fmt.Errorf("%w: frame of %d bytes exceeds the %d byte limit", ErrProtocol, len(payload), MaxPayload)
+	}
+	return s.write(appendFrame(make([]byte, 0, headerSize+len(payload)), id, t, payload))
+}
+
+// write writes encoded frames with one Write. A failed write leaves the
+// stream in an unknown state (maybe half a frame), so it closes the
+// stream: the client then sees the agent gone (ErrDead) instead of
+// waiting for replies that can no longer come.
+func (s *server) write(buf []byte) error {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	if s.dead {
 		return io.ErrClosedPipe
 	}
-	if err := WriteFrame(s.conn, id, t, payload); err != nil {
+	if _, err := s.conn.Write(buf); err != nil {
 		s.dead = true
+		s.conn.Close()
 		return err
 	}
 	return nil
 }
 
-// sendPair writes two frames of one request with a single write, so that
-// the client receives them together (one wake-up, not two).
-func (s *server) sendPair(id uint32, t1 FrameType, p1 []byte, t2 FrameType, p2 []byte) error {
+// fail closes the stream after a protocol fault of the agent's own.
+func (s *server) fail() {
 	s.wmu.Lock()
-	defer s.wmu.Unlock()
-	if s.dead {
-		return io.ErrClosedPipe
-	}
-	buf := make([]byte, 0, 2*headerSize+len(p1)+len(p2))
-	buf = appendFrame(appendFrame(buf, id, t1, p1), id, t2, p2)
-	if _, err := s.conn.Write(buf); err != nil {
-		s.dead = true
-		return err
-	}
-	return nil
+	s.dead = true
+	s.wmu.Unlock()
+	s.conn.Close()
 }
 
 func decodeArgs[T any](req Request) (T, *WireError) {
@@ -498,7 +586,14 @@ func (s *server) call(r *request, req Request) (any, *WireError) {
 	return nil, errorf(CodeInvalidArgument, "unknown operation %q", req.Op)
 }
 
+// shutdownWait bounds how long shutdown waits for request handlers once
+// every process is dead. A handler stuck in a call no kill can end (an
+// open of a FIFO nobody will ever open again) must not keep Serve, and so
+// the sandbox, alive.
+const shutdownWait = 2 * time.Second
+
 // shutdown ends every request and kills every process the agent started.
+// It kills first and waits after: handlers often wait on those processes.
 func (s *server) shutdown() {
 	s.wmu.Lock()
 	s.dead = true
@@ -510,7 +605,15 @@ func (s *server) shutdown() {
 	s.mu.Unlock()
 	s.jobs.killAll()
 	s.procs.killAll()
-	s.handlers.Wait()
+	killDescendants(os.Getpid())
+	done := make(chan struct{})
+	go func() { s.handlers.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(shutdownWait):
+		s.logf("agent: request handlers still running %v after shutdown; leaving them", shutdownWait)
+	}
+	// Processes a handler started while we waited.
 	killDescendants(os.Getpid())
 	if s.ws != nil {
 		s.ws.close()

@@ -842,6 +842,11 @@ func (w *workspace) move(a FSMoveRequest) (any, *WireError) {
 			return nil, errorf(CodeExists, "destination %q already exists: set overwrite to replace it", a.To)
 		}
 		if fi.IsDir() {
+			// Replacing a directory that holds the source would delete
+			// the source with it before the rename.
+			if strings.HasPrefix(from, to+"/") || w.within(fi, filepath.Dir(from)) {
+				return nil, errorf(CodeInvalidArgument, "cannot move %q onto %q: %q contains it, and replacing it would delete %q first; choose another destination", a.From, a.To, a.To, a.From)
+			}
 			if err := w.root.RemoveAll(to); err != nil {
 				return nil, fsError(a.To, err)
 			}

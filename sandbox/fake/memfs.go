@@ -661,6 +661,11 @@ func (m *memFS) move(a agent.FSMoveRequest) (any, *agent.WireError) {
 			return nil, werr(agent.CodeExists, "destination %q already exists: set overwrite to replace it", a.To)
 		}
 		if dst.node.kind == kindDir {
+			// As the agent: replacing a directory that holds the source
+			// would delete the source with it.
+			if m.below(dst.node, path.Dir(from)) {
+				return nil, werr(agent.CodeInvalidArgument, "cannot move %q onto %q: %q contains it, and replacing it would delete %q first; choose another destination", a.From, a.To, a.To, a.From)
+			}
 			delete(dst.parent.kids, dst.name)
 		}
 	}

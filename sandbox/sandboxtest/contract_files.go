@@ -28,6 +28,7 @@ var fileTests = []contractTest{
 	{name: "RemoveIsRecursiveOnlyWhenAsked", run: testFileRemove},
 	{name: "CopyIntoItselfIsRefused", run: testFileCopyIntoItself},
 	{name: "MoveIntoItselfIsRefused", run: testFileMoveIntoItself},
+	{name: "MoveOntoItsOwnFolderIsRefused", run: testFileMoveOntoAncestor},
 	{name: "SearchIncludeExcludeSkips", run: testFileSearch},
 	{name: "GlobFindsByName", run: testFileGlob},
 	{name: "CopyInCopyOutRoundTrip", run: testFileCopyRoundTrip},
@@ -445,6 +446,36 @@ func testFileMoveIntoItself(t *testing.T, newSandbox Factory) {
 	}
 	if b.read("moved/src/a.txt") != "A" {
 		t.Fatal("Move to another folder lost content")
+	}
+}
+
+// testFileMoveOntoAncestor: Move with overwrite onto a directory that holds
+// the source would remove that directory, source included, before the
+// rename; it must be refused before anything is removed.
+func testFileMoveOntoAncestor(t *testing.T, newSandbox Factory) {
+	b := open(t, newSandbox)
+	b.write("a/b/keep.txt", "precious")
+	b.write("a/note.txt", "note")
+	linkBack(b, "alink", "a")
+	for _, tc := range []struct{ name, from, to string }{
+		{"directory onto its parent", "a/b", "a"},
+		{"file onto its grandparent", "a/b/keep.txt", "a"},
+		{"directory onto its parent reached through a link", "alink/b", "a"},
+	} {
+		err := b.sb.Files.Move(b.ctx(), tc.from, tc.to, true)
+		wantCode(t, tc.name, err, sandbox.CodeInvalidArgument)
+		wantMessage(t, tc.name, err, "contains it")
+		if b.read("a/b/keep.txt") != "precious" || b.read("a/note.txt") != "note" {
+			t.Fatalf("%s: a refused Move deleted files", tc.name)
+		}
+	}
+	// Replacing an unrelated directory still works.
+	b.write("other/old.txt", "old")
+	if err := b.sb.Files.Move(b.ctx(), "a/b", "other", true); err != nil {
+		t.Fatal(err)
+	}
+	if b.read("other/keep.txt") != "precious" {
+		t.Fatal("Move onto an unrelated directory lost content")
 	}
 }
 

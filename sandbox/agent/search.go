@@ -81,6 +81,7 @@ func (w *workspace) search(ctx context.Context, a FSSearchRequest) (any, *WireEr
 		total   int
 		scanned int
 	)
+	defer widenProcs()()
 	workers := max(2, runtime.GOMAXPROCS(0))
 	var wg sync.WaitGroup
 	for range workers {

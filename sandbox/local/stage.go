@@ -94,6 +94,8 @@ func runStage(stage string) int {
 	// (never, here), and a locked goroutine costs an extra thread hand-off
 	// on every wake-up of the agent's read loop.
 	runtime.UnlockOSThread()
+	// One P: the agent waits far more than it computes (agent.NarrowProcs).
+	agent.NarrowProcs()
 	served := make(chan error, 1)
 	go func() {
 		served <- agent.Serve(conn, agent.ServeOptions{Logf: func(format string, args ...any) {

@@ -40,6 +40,27 @@ type proc struct {
 	status syscall.WaitStatus
 	start  time.Time
 	end    time.Time
+	table  *procTable // set by register
+}
+
+// whileLive runs f, unless p has been reaped, with the reaper held off:
+// while f runs p's PID (and those of orphans we would reap) cannot be
+// freed and reused by an unrelated process. It reports whether f ran.
+func (p *proc) whileLive(f func()) bool {
+	t := p.table
+	if t == nil {
+		f()
+		return true
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	select {
+	case <-p.done:
+		return false
+	default:
+	}
+	f()
+	return true
 }
 
 // exitCode returns the shell-style exit code (128+signal for a signal).
@@ -93,14 +114,17 @@ func (t *procTable) startReaper() (stop func()) {
 func (t *procTable) reap() {
 	for {
 		var ws syscall.WaitStatus
+		// Under mu, so that proc.whileLive can hold a PID in place.
+		t.mu.Lock()
 		pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
 		if err == syscall.EINTR {
+			t.mu.Unlock()
 			continue
 		}
 		if pid <= 0 || err != nil {
+			t.mu.Unlock()
 			return
 		}
-		t.mu.Lock()
 		if p := t.live[pid]; p != nil {
 			delete(t.live, pid)
 			p.status = ws
@@ -117,6 +141,7 @@ func (t *procTable) reap() {
 func (t *procTable) register(p *proc) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	p.table = t
 	if ws, ok := t.unclaimed[p.pid]; ok {
 		delete(t.unclaimed, p.pid)
 		p.status = ws
@@ -352,23 +377,42 @@ func sessionMembers(sid int) []int {
 // of its own, and a job outlives the shell re-parented to the agent, yet
 // it keeps the session id (and the terminal, whose output would never end).
 func killTree(p *proc, sig syscall.Signal) {
+	live := p.whileLive(func() {
+		if p.ptmx != nil {
+			for _, pid := range sessionMembers(p.pid) {
+				_ = syscall.Kill(pid, sig)
+			}
+		}
+		for _, pid := range descendants(p.pid) {
+			_ = syscall.Kill(pid, sig)
+		}
+		_ = syscall.Kill(-p.pgid, sig)
+		_ = syscall.Kill(p.pid, sig)
+	})
+	if !live {
+		p.killGroup(sig)
+	}
+}
+
+// killGroup signals the process group (for a pty, the session) of p,
+// whose leader has been reaped: members may live on. Once none does, the
+// number may have been reused, and the agent's own later commands are the
+// likely reusers (each leads a group or session): one that holds the
+// number now is left alone.
+func (p *proc) killGroup(sig syscall.Signal) {
+	if t := p.table; t != nil {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		if q := t.live[p.pgid]; q != nil && q != p {
+			return
+		}
+	}
 	if p.ptmx != nil {
 		for _, pid := range sessionMembers(p.pid) {
 			_ = syscall.Kill(pid, sig)
 		}
 	}
-	select {
-	case <-p.done:
-		// The leader is gone but its group may live on.
-		_ = syscall.Kill(-p.pgid, sig)
-		return
-	default:
-	}
-	for _, pid := range descendants(p.pid) {
-		_ = syscall.Kill(pid, sig)
-	}
 	_ = syscall.Kill(-p.pgid, sig)
-	_ = syscall.Kill(p.pid, sig)
 }
 
 // terminate ends p's whole tree: SIGTERM, then SIGKILL after killGrace.
@@ -378,11 +422,20 @@ func killTree(p *proc, sig syscall.Signal) {
 // processes, which is how a flood of short-lived or setsid children would
 // otherwise slip through.
 func terminate(p *proc) {
-	tree := freezeTree([]int{p.pid}, true)
-	signalAll(tree, syscall.SIGTERM)
-	_ = syscall.Kill(-p.pgid, syscall.SIGTERM)
-	signalAll(tree, syscall.SIGCONT)
-	_ = syscall.Kill(-p.pgid, syscall.SIGCONT)
+	var tree []int
+	live := p.whileLive(func() {
+		tree = freezeTree([]int{p.pid}, true)
+		signalAll(tree, syscall.SIGTERM)
+		_ = syscall.Kill(-p.pgid, syscall.SIGTERM)
+		signalAll(tree, syscall.SIGCONT)
+		_ = syscall.Kill(-p.pgid, syscall.SIGCONT)
+	})
+	if !live {
+		// Reaped: its PID may already belong to another process, so no
+		// walk from it; only its group may live on.
+		p.killGroup(syscall.SIGKILL)
+		return
+	}
 	select {
 	case <-p.done:
 	case <-time.After(killGrace):

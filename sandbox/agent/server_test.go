@@ -1,11 +1,13 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -133,3 +135,86 @@ func TestOversizeReplyIsTooLargeAndAgentLives(t *testing.T) {
 		t.Fatalf("ping after the refused read: %v", err)
 	}
 }
+
+// BenchmarkRead1KB: one small fs.read round trip over a socketpair, the
+// path Files.Read takes (answered on the agent's read loop, then queued to
+// its writer).
+func BenchmarkRead1KB(b *testing.B) {
+	dir := b.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "k.bin"), make([]byte, 1024), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	a, _ := net.FileConn(os.NewFile(uintptr(fds[0]), "agent"))
+	cc, _ := net.FileConn(os.NewFile(uintptr(fds[1]), "client"))
+	go Serve(a, ServeOptions{})
+	c, err := Dial(context.Background(), cc, Hello{Workspace: dir})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	for b.Loop() {
+		var rep FSReadReply
+		if err := c.Do(ctx, "fs.read", FSReadRequest{Path: "k.bin"}, &rep); err != nil || len(rep.Data) != 1024 {
+			b.Fatalf("read: %d bytes, %v", len(rep.Data), err)
+		}
+	}
+}
+
+// Killing a job that has already exited must not touch the process that
+// now has its PID. The agent's own next command is the likeliest one to
+// get it; the kernel is made to hand it over at once (ns_last_pid, root
+// only).
+func TestKillOfExitedJobSparesTheProcessWithItsPID(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root to choose the next PID (ns_last_pid)")
+	}
+	c, _ := pair(t, t.TempDir())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for attempt := 0; attempt < 20; attempt++ {
+		var old ExecReply
+		if err := c.Do(ctx, "exec", ExecRequest{Args: []string{"/bin/true"}, Job: true}, &old); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Do(ctx, "job.wait", JobRef{ID: old.JobID}, nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile("/proc/sys/kernel/ns_last_pid", []byte(itoa(old.PID-1)), 0); err != nil {
+			t.Skipf("cannot choose the next PID: %v", err)
+		}
+		var heir ExecReply
+		if err := c.Do(ctx, "exec", ExecRequest{Args: []string{"/bin/sleep", "30"}, Job: true}, &heir); err != nil {
+			t.Fatal(err)
+		}
+		if heir.PID != old.PID {
+			c.Do(ctx, "job.kill", JobSignalRequest{ID: heir.JobID, Signal: int(syscall.SIGKILL)}, nil)
+			continue // another process took the PID first
+		}
+		for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL, syscall.SIGSTOP} {
+			if err := c.Do(ctx, "job.kill", JobSignalRequest{ID: old.JobID, Signal: int(sig)}, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		time.Sleep(killGrace + 200*time.Millisecond)
+		var st JobStatus
+		if err := c.Do(ctx, "job.status", JobRef{ID: heir.JobID}, &st); err != nil {
+			t.Fatal(err)
+		}
+		if !st.Running {
+			t.Fatalf("killing the exited job %s ended job %s, which reused its PID %d: %+v", old.JobID, heir.JobID, old.PID, st)
+		}
+		if b, err := os.ReadFile("/proc/" + itoa(heir.PID) + "/stat"); err == nil && bytes.Contains(b, []byte(") T ")) {
+			t.Fatalf("killing the exited job %s stopped PID %d, now job %s's", old.JobID, old.PID, heir.JobID)
+		}
+		c.Do(ctx, "job.kill", JobSignalRequest{ID: heir.JobID, Signal: int(syscall.SIGKILL)}, nil)
+		return
+	}
+	t.Skip("could not get a reused PID in 20 attempts")
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }

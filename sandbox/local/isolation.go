@@ -74,9 +74,11 @@ func (i *isoHost) cleanup()                          { _ = i.h.Cleanup() }
 
 func enterIsolation(cfg launchConfig, raw []byte) error { return isolate.Enter(cfg.Iso, raw) }
 
-func completeIsolation(cfg launchConfig) error {
+// completeIsolation checks the boundary; processesReady is closed when the
+// agent may start processes (isolate.CompleteAsync).
+func completeIsolation(cfg launchConfig) (processesReady <-chan struct{}, err error) {
 	if !cfg.Isolated {
-		return nil
+		return nil, nil
 	}
-	return isolate.Complete(cfg.Iso)
+	return isolate.CompleteAsync(cfg.Iso)
 }

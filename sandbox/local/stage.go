@@ -67,6 +67,7 @@ func runStage(stage string) int {
 	if err := json.Unmarshal(raw, &cfg); err != nil {
 		return failStage(conn, "decoding the launch configuration", err)
 	}
+	var processesReady <-chan struct{}
 	switch stage {
 	case "init":
 		if cfg.Isolated {
@@ -77,7 +78,7 @@ func runStage(stage string) int {
 			return 1
 		}
 	case "agent":
-		if err := completeIsolation(cfg); err != nil {
+		if processesReady, err = completeIsolation(cfg); err != nil {
 			return failStage(conn, "completing isolation", err)
 		}
 	default:
@@ -98,7 +99,7 @@ func runStage(stage string) int {
 	agent.NarrowProcs()
 	served := make(chan error, 1)
 	go func() {
-		served <- agent.Serve(conn, agent.ServeOptions{Logf: func(format string, args ...any) {
+		served <- agent.Serve(conn, agent.ServeOptions{ProcessesReady: processesReady, Logf: func(format string, args ...any) {
 			fmt.Fprintf(os.Stderr, "sandboxkit agent: "+format+"\n", args...)
 		}})
 	}()

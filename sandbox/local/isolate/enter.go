@@ -164,29 +164,54 @@ func landlockTierPolicy(spec *Spec) landlockPolicy {
 // checks that Enter's restrictions are really in force (so a launcher bug
 // that skipped Enter cannot serve an unconfined agent) and, in the landlock
 // tier, makes the agent a child subreaper so that daemons which leave its
-// session stay in its tree, where KillAll finds them.
+// session stay in its tree, where KillAll finds them. With a pids limit it
+// also warms the agent's threads (see CompleteAsync) and returns once they
+// are ready.
 func Complete(spec Spec) error {
+	ready, err := CompleteAsync(spec)
+	if err != nil {
+		return err
+	}
+	<-ready
+	return nil
+}
+
+// CompleteAsync is Complete without the wait: the checks are done when it
+// returns, and processesReady is closed once the agent's threads are warm.
+// The agent must start no process before then — a fork bomb that filled
+// the pids limit first would leave the agent's runtime unable to create
+// the threads it needs — but it may answer the handshake and serve
+// requests that start none, so the warm-up (several ms: one clone per
+// thread) overlaps them instead of delaying the sandbox's readiness.
+func CompleteAsync(spec Spec) (processesReady <-chan struct{}, err error) {
+	ready := make(chan struct{})
 	if spec.Tier != driver.TierNamespace && spec.Tier != driver.TierLandlock {
-		return nil
+		close(ready)
+		return ready, nil
 	}
 	st, err := os.ReadFile("/proc/self/status")
 	if err != nil {
-		return fmt.Errorf("isolate: %w", err)
+		return nil, fmt.Errorf("isolate: %w", err)
 	}
 	for _, want := range []string{"NoNewPrivs:\t1", "Seccomp:\t2", "CapEff:\t0000000000000000"} {
 		if !strings.Contains(string(st), want+"\n") {
-			return fmt.Errorf("isolate: the sandbox boundary is not in force (%q missing in /proc/self/status): was Enter skipped?", want)
+			return nil, fmt.Errorf("isolate: the sandbox boundary is not in force (%q missing in /proc/self/status): was Enter skipped?", want)
 		}
 	}
 	if spec.Tier == driver.TierLandlock {
 		if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
-			return fmt.Errorf("isolate: PR_SET_CHILD_SUBREAPER: %w", err)
+			return nil, fmt.Errorf("isolate: PR_SET_CHILD_SUBREAPER: %w", err)
 		}
 	}
-	if spec.Limits.Pids > 0 {
-		warmThreads(agentWarmThreads)
+	if spec.Limits.Pids <= 0 {
+		close(ready)
+		return ready, nil
 	}
-	return nil
+	go func() {
+		warmThreads(agentWarmThreads)
+		close(ready)
+	}()
+	return ready, nil
 }
 
 // warmThreads makes the Go runtime create n OS threads now, while the

@@ -1,0 +1,74 @@
+package agent
+
+import (
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestNoProcessStartsBeforeProcessesReady: while ServeOptions.ProcessesReady
+// is open the agent answers file requests but starts no process (the local
+// backend warms the threads a fork bomb would starve it of meanwhile); once
+// it closes, the held command runs.
+func TestNoProcessStartsBeforeProcessesReady(t *testing.T) {
+	dir := t.TempDir()
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fa, fb := os.NewFile(uintptr(fds[0]), "agent"), os.NewFile(uintptr(fds[1]), "client")
+	a, err := net.FileConn(fa)
+	fa.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := net.FileConn(fb)
+	fb.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ready := make(chan struct{})
+	served := make(chan error, 1)
+	go func() { served <- Serve(a, ServeOptions{Logf: t.Logf, ProcessesReady: ready}) }()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c, err := Dial(ctx, b, Hello{Workspace: dir, Env: []string{"PATH=/usr/bin:/bin"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		c.Close()
+		<-served
+	}()
+
+	call, err := c.Start("exec", ExecRequest{Args: []string{"/bin/sh", "-c", "echo ran > marker"}, TimeoutMs: 60000}, Handlers{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Requests that start no process are served meanwhile; many round
+	// trips give an ungated command ample time to have run.
+	for range 50 {
+		if err := c.Do(ctx, "fs.stat", FSPathRequest{Path: "."}, nil); err != nil {
+			t.Fatalf("fs.stat while processes are held: %v", err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "marker")); err == nil {
+		t.Fatal("a command ran before ProcessesReady was closed")
+	}
+	select {
+	case <-call.Done():
+		t.Fatal("the exec request ended before ProcessesReady was closed")
+	default:
+	}
+	close(ready)
+	if _, err := call.WaitContext(ctx); err != nil {
+		t.Fatalf("exec after ProcessesReady closed: %v", err)
+	}
+	if data, err := os.ReadFile(filepath.Join(dir, "marker")); err != nil || string(data) != "ran\n" {
+		t.Fatalf("the held command did not run once released: %q, %v", data, err)
+	}
+}

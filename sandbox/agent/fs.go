@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path"
@@ -513,6 +514,71 @@ func readAllLimit(f *os.File, limit int) ([]byte, error) {
 	return out[:limit], nil
 }
 
+// openFile opens rel for the agent's own reading or writing and refuses
+// anything but a regular file. Every such open goes through here: a
+// blocking open of a FIFO a command made waits for a peer that may never
+// come, and with it the request, and at the end the agent's shutdown.
+// O_NONBLOCK makes that open return at once (a write-only one fails with
+// ENXIO when nobody reads); reads and writes of regular files ignore it.
+func (w *workspace) openFile(rel, shown string, flag int, perm fs.FileMode) (*os.File, fs.FileInfo, *WireError) {
+	f, err := w.root.OpenFile(rel, flag|syscall.O_NONBLOCK, perm)
+	if err != nil {
+		if errors.Is(err, syscall.ENXIO) {
+			return nil, nil, errorf(CodeInvalidArgument, "%q is not a regular file", shown)
+		}
+		return nil, nil, fsError(shown, err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, nil, fsError(shown, err)
+	}
+	if fi.IsDir() {
+		f.Close()
+		return nil, nil, errorf(CodeIsDir, "%q is a directory", shown)
+	}
+	if !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, nil, errorf(CodeInvalidArgument, "%q is not a regular file", shown)
+	}
+	return f, fi, nil
+}
+
+// readFile reads the whole regular file rel, refusing one over max bytes
+// (max < 0: no cap).
+func (w *workspace) readFile(rel, shown string, max int64) ([]byte, *WireError) {
+	f, fi, e := w.openFile(rel, shown, os.O_RDONLY, 0)
+	if e != nil {
+		return nil, e
+	}
+	defer f.Close()
+	if max >= 0 && fi.Size() > max {
+		return nil, errorf(CodeTooLarge, "%q is %d bytes, over the %d byte limit", shown, fi.Size(), max)
+	}
+	// Room for one byte more than the size, so that the end is seen
+	// without a second read; a file that grows is read on, to the cap.
+	buf := make([]byte, 0, fi.Size()+1)
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		m, err := f.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+m]
+		if max >= 0 && int64(len(buf)) > max {
+			return nil, errorf(CodeTooLarge, "%q grew past the %d byte limit while it was read", shown, max)
+		}
+		if err == io.EOF || (err == nil && m == 0) {
+			return buf, nil
+		}
+		if err != nil {
+			return nil, fsError(shown, err)
+		}
+	}
+}
+
+// maxEditBytes caps the file fs.edit rewrites in memory.
+const maxEditBytes = 64 << 20
+
 // usage sums the sizes of regular files in the workspace.
 func (w *workspace) usage() int64 {
 	var total int64
@@ -593,10 +659,11 @@ func (w *workspace) write(a FSWriteRequest) (any, *WireError) {
 		}
 	}
 	if a.Append && exists {
-		f, err := w.root.OpenFile(rel, os.O_WRONLY|os.O_APPEND, 0)
-		if err != nil {
-			return nil, fsError(a.Path, err)
+		f, _, e := w.openFile(rel, a.Path, os.O_WRONLY|os.O_APPEND, 0)
+		if e != nil {
+			return nil, e
 		}
+		var err error
 		_, err = f.Write(a.Data)
 		if cerr := f.Close(); err == nil {
 			err = cerr
@@ -650,11 +717,11 @@ func (w *workspace) writeThrough(a FSWriteRequest, rel string, oldSize int64, mo
 	if mode == 0 {
 		mode = 0o644
 	}
-	f, err := w.root.OpenFile(rel, flag, mode)
-	if err != nil {
-		return nil, fsError(a.Path, err)
+	f, _, e := w.openFile(rel, a.Path, flag, mode)
+	if e != nil {
+		return nil, e
 	}
-	_, err = f.Write(a.Data)
+	_, err := f.Write(a.Data)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -672,9 +739,9 @@ func (w *workspace) edit(a FSEditRequest) (any, *WireError) {
 	if e != nil {
 		return nil, e
 	}
-	data, err := w.root.ReadFile(rel)
-	if err != nil {
-		return nil, fsError(a.Path, err)
+	data, e := w.readFile(rel, a.Path, maxEditBytes)
+	if e != nil {
+		return nil, e
 	}
 	if isBinary(data) {
 		return nil, errorf(CodeBinary, "%q is a binary file: it cannot be edited as text", a.Path)
@@ -889,9 +956,9 @@ func (w *workspace) copy(a FSMoveRequest) (any, *WireError) {
 		return nil, errorf(CodeInvalidArgument, "cannot copy %s into itself (%q is inside it): choose a destination outside it", what, a.To)
 	}
 	copyFile := func(src, dst string, mode fs.FileMode) *WireError {
-		data, err := w.root.ReadFile(src)
-		if err != nil {
-			return fsError(src, err)
+		data, e := w.readFile(src, src, -1)
+		if e != nil {
+			return e
 		}
 		_, we := w.write(FSWriteRequest{Path: dst, Data: data, Mode: uint32(mode.Perm())})
 		return we
@@ -956,7 +1023,9 @@ func (w *workspace) within(top fs.FileInfo, p string) bool {
 	if err != nil {
 		return false
 	}
-	f, err := w.root.Open(p)
+	// O_DIRECTORY: p was a directory a moment ago; if something swapped
+	// in a FIFO since, the open fails instead of waiting for a writer.
+	f, err := w.root.OpenFile(p, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return false
 	}

@@ -428,9 +428,9 @@ func (w *workspace) copyIn(r *request, dir string) (any, *WireError) {
 			if used >= 0 && used+h.Size > w.disk {
 				return nil, errorf(CodeQuota, "tar entry %q would pass the workspace quota of %d bytes", h.Name, w.disk)
 			}
-			f, err := w.root.OpenFile(target, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, mode|0o200)
-			if err != nil {
-				return nil, fsError(target, err)
+			f, _, e := w.openFile(target, target, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, mode|0o200)
+			if e != nil {
+				return nil, e
 			}
 			n, err := io.Copy(f, tr)
 			_ = f.Chmod(mode)
@@ -502,9 +502,9 @@ func (w *workspace) copyOut(r *request, p string) (any, *WireError) {
 			return err
 		}
 		if info.Mode().IsRegular() {
-			f, err := w.root.Open(src)
-			if err != nil {
-				return err
+			f, _, e := w.openFile(src, src, os.O_RDONLY, 0)
+			if e != nil {
+				return e
 			}
 			n, err := io.Copy(tw, f)
 			f.Close()

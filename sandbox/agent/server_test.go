@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"archive/tar"
 	"bytes"
 	"context"
 	"errors"
@@ -218,3 +219,57 @@ func TestKillOfExitedJobSparesTheProcessWithItsPID(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// A FIFO a command left in the workspace must not hang any file request
+// (a blocking open waits for a peer that never comes), nor, through a
+// stuck request, the agent's exit when the stream closes (pair's cleanup
+// checks that Serve returns).
+func TestFIFOInWorkspaceIsRefusedNotWaitedOn(t *testing.T) {
+	dir := t.TempDir()
+	if err := syscall.Mkfifo(filepath.Join(dir, "pipe"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("pipe", filepath.Join(dir, "link")); err != nil {
+		t.Fatal(err)
+	}
+	c, _ := pair(t, dir)
+	var tb bytes.Buffer
+	tw := tar.NewWriter(&tb)
+	tw.WriteHeader(&tar.Header{Name: "pipe", Mode: 0o644, Size: 2, Typeflag: tar.TypeReg})
+	tw.Write([]byte("hi"))
+	tw.Close()
+	for _, tc := range []struct {
+		name string
+		op   string
+		args any
+		in   []byte
+	}{
+		{"edit", "fs.edit", FSEditRequest{Path: "pipe", Old: "a", New: "b"}, nil},
+		{"copy from", "fs.copy", FSMoveRequest{From: "pipe", To: "copy"}, nil},
+		{"append", "fs.write", FSWriteRequest{Path: "pipe", Data: []byte("x"), Append: true}, nil},
+		{"write through a link", "fs.write", FSWriteRequest{Path: "link", Data: []byte("x")}, nil},
+		{"read", "fs.read", FSReadRequest{Path: "pipe"}, nil},
+		{"copy in over it", "fs.copyin", FSPathRequest{Path: "."}, tb.Bytes()},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		call, err := c.Start(tc.op, tc.args, Handlers{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tc.in != nil {
+			call.Write(tc.in)
+			call.CloseInput()
+		}
+		_, err = call.WaitContext(ctx)
+		cancel()
+		if errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("%s: still waiting after 5s", tc.name)
+		}
+		if code := wireCode(err); code != CodeInvalidArgument {
+			t.Errorf("%s: %v, want a %s error (not a regular file)", tc.name, err, CodeInvalidArgument)
+		}
+	}
+	if fi, err := os.Lstat(filepath.Join(dir, "pipe")); err != nil || fi.Mode()&os.ModeNamedPipe == 0 {
+		t.Errorf("the FIFO was replaced: %v %v", fi, err)
+	}
+}

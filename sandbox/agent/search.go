@@ -270,14 +270,22 @@ func (m *matcher) findAll(data []byte, n int) [][]int {
 // RESOLVE_BENEATH and RESOLVE_NO_SYMLINKS confines the whole path in one
 // system call (os.Root walks it one component at a time, several calls per
 // file, which dominates a search over many small files). Where openat2 is
-// missing it falls back to os.Root.
+// missing, or the path goes through a symbolic link, it falls back to
+// os.Root.
 func (w *workspace) openForSearch(rel string) (int, error) {
 	if w.rootFD >= 0 {
 		fd, err := unix.Openat2(w.rootFD, rel, &unix.OpenHow{
 			Flags:   unix.O_RDONLY | unix.O_NONBLOCK | unix.O_CLOEXEC | unix.O_NOFOLLOW,
 			Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
 		})
-		if err != unix.ENOSYS && err != unix.EPERM {
+		// Fall back where openat2 is missing or refused (ENOSYS, EPERM
+		// under seccomp), and where the path has a symbolic link in it
+		// (ELOOP; EXDEV if it leads out, which os.Root then judges) or
+		// resolution raced a rename (EAGAIN): a link inside the workspace
+		// is followed like everywhere else.
+		switch err {
+		case unix.ENOSYS, unix.EPERM, unix.ELOOP, unix.EXDEV, unix.EAGAIN:
+		default:
 			return fd, err
 		}
 	}

@@ -84,3 +84,37 @@ func TestSearchDoesNotFollowSymlinks(t *testing.T) {
 		t.Errorf("search found %+v, want only in.txt", rep.Matches)
 	}
 }
+
+// A search started at a symbolic link that stays inside the workspace (a
+// linked folder, a linked file) reads what it leads to, as every other
+// file request does; the one-call open refuses any link, and its refusal
+// must send the open down the slower path that follows it, not drop it.
+func TestSearchFollowsLinksInsideTheWorkspace(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "real"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "real/x.txt"), []byte("needle\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("real", filepath.Join(dir, "link")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("real/x.txt", filepath.Join(dir, "x-link.txt")); err != nil {
+		t.Fatal(err)
+	}
+	w, err := openWorkspace(Hello{Workspace: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.close()
+	for _, p := range []string{"real", "link", "x-link.txt", "link/x.txt"} {
+		res, werr := w.search(t.Context(), FSSearchRequest{Pattern: "needle", Path: p})
+		if werr != nil {
+			t.Fatalf("search in %q: %v", p, werr)
+		}
+		if rep := res.(FSSearchReply); len(rep.Matches) != 1 {
+			t.Errorf("search in %q found %+v, want the one match in real/x.txt", p, rep.Matches)
+		}
+	}
+}

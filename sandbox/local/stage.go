@@ -96,7 +96,14 @@ func runStage(stage string) int {
 	// on every wake-up of the agent's read loop.
 	runtime.UnlockOSThread()
 	// One P: the agent waits far more than it computes (agent.NarrowProcs).
-	agent.NarrowProcs()
+	// Not before the thread warm-up ends: with one P its threads are made
+	// one after the other, each waiting for the previous one to block.
+	go func() {
+		if processesReady != nil {
+			<-processesReady
+		}
+		agent.NarrowProcs()
+	}()
 	served := make(chan error, 1)
 	go func() {
 		served <- agent.Serve(conn, agent.ServeOptions{ProcessesReady: processesReady, Logf: func(format string, args ...any) {

@@ -273,3 +273,25 @@ func TestFIFOInWorkspaceIsRefusedNotWaitedOn(t *testing.T) {
 		t.Errorf("the FIFO was replaced: %v %v", fi, err)
 	}
 }
+
+// A MaxOutput too big for the tails to fit in one reply frame is capped
+// by the agent: the command's reply still arrives, with the middle of the
+// output dropped and counted.
+func TestHugeMaxOutputStillGetsAReply(t *testing.T) {
+	c, _ := pair(t, t.TempDir())
+	var streamed atomic.Int64
+	call, err := c.Start("exec", ExecRequest{Args: []string{"/bin/sh", "-c", "head -c 26000000 /dev/zero"}, MaxOutput: 26000000, TimeoutMs: 60000},
+		Handlers{OnData: func(_ FrameType, p []byte) { streamed.Add(int64(len(p))) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	rep, err := Decode[ExecReply](call.WaitContext(ctx))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if kept := streamed.Load() + int64(len(rep.StdoutTail)); kept > maxCapture || kept+rep.StdoutDropped != 26000000 {
+		t.Errorf("streamed %d + tail %d + dropped %d: want at most %d kept and 26000000 in all", streamed.Load(), len(rep.StdoutTail), rep.StdoutDropped, maxCapture)
+	}
+}

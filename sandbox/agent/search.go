@@ -106,6 +106,7 @@ func (w *workspace) search(ctx context.Context, a FSSearchRequest) (any, *WireEr
 		}()
 	}
 	idx := 0
+	stopped := false
 	walkErr := fs.WalkDir(w.root.FS(), rel, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			if p == rel {
@@ -143,6 +144,8 @@ func (w *workspace) search(ctx context.Context, a FSSearchRequest) (any, *WireEr
 		enough := total >= limit
 		mu.Unlock()
 		if enough {
+			// Files are left unread: there may be more matches.
+			stopped = true
 			return fs.SkipAll
 		}
 		files <- searchFile{idx: idx, rel: p}
@@ -174,7 +177,7 @@ func (w *workspace) search(ctx context.Context, a FSSearchRequest) (any, *WireEr
 			rep.Matches = append(rep.Matches, m)
 		}
 	}
-	if total > limit {
+	if total > limit || stopped {
 		rep.Truncated = true
 	}
 	return rep, nil

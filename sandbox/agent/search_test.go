@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"strconv"
 	"testing"
 )
 
@@ -115,6 +116,40 @@ func TestSearchFollowsLinksInsideTheWorkspace(t *testing.T) {
 		}
 		if rep := res.(FSSearchReply); len(rep.Matches) != 1 {
 			t.Errorf("search in %q found %+v, want the one match in real/x.txt", p, rep.Matches)
+		}
+	}
+}
+
+// A search that stops at MaxResults while files are left unread says it
+// was truncated. The walk stops once enough matches are in, and when the
+// first file alone had them the reply used to say "complete", depending on
+// how fast the workers were.
+func TestSearchStoppedAtMaxResultsIsTruncated(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{"a.txt", "z.txt"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("needle\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Folders to walk between the two files give the workers time to
+	// finish a.txt first, as on a fast machine.
+	for i := range 300 {
+		if err := os.MkdirAll(filepath.Join(dir, "m", strconv.Itoa(i)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w, err := openWorkspace(Hello{Workspace: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.close()
+	for range 20 {
+		res, werr := w.search(t.Context(), FSSearchRequest{Pattern: "needle", MaxResults: 1})
+		if werr != nil {
+			t.Fatal(werr)
+		}
+		if rep := res.(FSSearchReply); len(rep.Matches) != 1 || rep.Matches[0].Path != "a.txt" || !rep.Truncated {
+			t.Fatalf("MaxResults 1 over 2 matching files: %+v, want a.txt's match and Truncated", rep)
 		}
 	}
 }

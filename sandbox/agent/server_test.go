@@ -295,3 +295,56 @@ func TestHugeMaxOutputStillGetsAReply(t *testing.T) {
 		t.Errorf("streamed %d + tail %d + dropped %d: want at most %d kept and 26000000 in all", streamed.Load(), len(rep.StdoutTail), rep.StdoutDropped, maxCapture)
 	}
 }
+
+// failingConn is a stream whose writes start failing on demand, as a
+// broken pipe or a refused frame would.
+type failingConn struct {
+	net.Conn
+	fail atomic.Bool
+}
+
+func (c *failingConn) Write(p []byte) (int, error) {
+	if c.fail.Load() {
+		return 0, errors.New("injected write failure")
+	}
+	return c.Conn.Write(p)
+}
+
+// When the agent cannot write a frame it closes the stream: the client
+// then reports the agent gone (ErrDead) at once. It used to stop writing
+// but keep the stream open, and every call waited forever.
+func TestAgentWriteFailureEndsTheStream(t *testing.T) {
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fa, fb := os.NewFile(uintptr(fds[0]), "agent"), os.NewFile(uintptr(fds[1]), "client")
+	a, _ := net.FileConn(fa)
+	b, _ := net.FileConn(fb)
+	fa.Close()
+	fb.Close()
+	fc := &failingConn{Conn: a}
+	served := make(chan error, 1)
+	go func() { served <- Serve(fc, ServeOptions{Logf: t.Logf}) }()
+	c, err := Dial(context.Background(), b, Hello{Workspace: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.Do(ctx, "fs.stat", FSPathRequest{Path: "."}, nil); err != nil {
+		t.Fatal(err)
+	}
+	fc.fail.Store(true)
+	for _, op := range []string{"fs.stat", "job.list"} { // answered inline, and by a handler
+		if err := c.Do(ctx, op, FSPathRequest{Path: "."}, nil); !errors.Is(err, ErrDead) {
+			t.Fatalf("%s after the agent's write failed: %v, want ErrDead", op, err)
+		}
+	}
+	select {
+	case <-served:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Serve did not return after its stream failed")
+	}
+}

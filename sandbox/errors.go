@@ -61,7 +61,7 @@ var codeTable = []struct {
 	{CodeNotDir, "A path used as a directory is not one.", "Check the path."},
 	{CodeIsDir, "A path used as a file is a directory.", "List it, or give a file inside it."},
 	{CodeBinary, "A text operation met a binary file.", "Use Files.ReadFile / CopyOut for bytes."},
-	{CodeTooLarge, "The file is larger than the read limit.", "Read a range of lines, or CopyOut."},
+	{CodeTooLarge, "The file or reply is larger than a limit (the read limit, 64 MiB for Edit, 16 MiB for one reply).", "Read a range of lines, narrow the search, or CopyOut."},
 	{CodePermission, "The operating system denied the operation (read-only file system, file mode).", "Write inside the workspace or /tmp; check the file's mode."},
 	{CodeNoMatch, "Edit: the old text does not occur in the file.", "Read the file and copy the exact text, whitespace included."},
 	{CodeAmbiguous, "Edit: the old text occurs more than once.", "Include more context to make it unique, or ask for replace-all."},

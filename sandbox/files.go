@@ -26,8 +26,9 @@ type Files struct{ sb *Sandbox }
 type ReadOptions struct {
 	Offset int
 	Limit  int
-	// MaxBytes caps the bytes returned (default 8 MiB). A whole-file read
-	// of a larger file fails with SBX_TOO_LARGE.
+	// MaxBytes caps the bytes returned (default 8 MiB; at most 16 MiB −
+	// 64 KiB, one protocol frame). A whole-file read of a larger file fails
+	// with SBX_TOO_LARGE.
 	MaxBytes int64
 }
 

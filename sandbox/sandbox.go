@@ -77,8 +77,9 @@ type Limits struct {
 	DiskBytes int64
 	// TmpBytes sizes the private /tmp where the backend has one.
 	TmpBytes int64
-	// MaxOutputBytes caps the output kept per stream of each call; the
-	// rest is cut with a marker saying how much was dropped.
+	// MaxOutputBytes caps the output kept per stream of each call (the
+	// agent caps it at 8 MiB per stream); the rest is cut with a marker
+	// saying how much was dropped.
 	MaxOutputBytes int
 }
 

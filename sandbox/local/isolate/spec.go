@@ -76,10 +76,10 @@ const (
 
 // AgentTaskReserve is added to Limits.Pids for the agent: pids cgroups and
 // RLIMIT_NPROC count threads, and the agent is a Go program whose runtime
-// aborts when it cannot create a thread. Complete starts
-// agentWarmThreads threads up front so that a fork bomb that fills the
-// limit later does not starve the agent; the rest of the reserve covers
-// the runtime's own threads.
+// aborts when it cannot create a thread. Complete (CompleteAsync) starts
+// agentWarmThreads threads before the agent may start a process, so that a
+// fork bomb that fills the limit later does not starve the agent; the rest
+// of the reserve covers the runtime's own threads.
 const AgentTaskReserve = 24
 
 const agentWarmThreads = 16

@@ -132,6 +132,19 @@ func TestFileOperationsMatchTheLocalBackend(t *testing.T) {
 		{"list through a link to a dir", ls("ld", sandbox.ListOptions{})},
 		{"list the workspace with links", ls("", sandbox.ListOptions{Depth: 2})},
 		{"read through a link", rd("lf", sandbox.ReadOptions{})},
+		{"a chain of links", func(ctx context.Context, sb *sandbox.Sandbox) (string, error) {
+			prev := "lf"
+			for i := 2; i <= 9; i++ {
+				name := fmt.Sprintf("chain%d", i)
+				if out, err := ln(prev, name)(ctx, sb); err != nil || !strings.Contains(out, "exit=0") {
+					return out, err
+				}
+				prev = name
+			}
+			return "", nil
+		}},
+		{"read through 8 links", rd("chain8", sandbox.ReadOptions{})},
+		{"read through 9 links (os.Root gives up)", rd("chain9", sandbox.ReadOptions{})},
 		{"write through a dangling link", wr("dangling", "made through the link", 0)},
 		{"the link's target now exists", rd("d/later.txt", sandbox.ReadOptions{})},
 		{"write through a link keeps the link", st("dangling")},

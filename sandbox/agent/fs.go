@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"path"
 	"path/filepath"
@@ -956,12 +957,7 @@ func (w *workspace) copy(a FSMoveRequest) (any, *WireError) {
 		return nil, errorf(CodeInvalidArgument, "cannot copy %s into itself (%q is inside it): choose a destination outside it", what, a.To)
 	}
 	copyFile := func(src, dst string, mode fs.FileMode) *WireError {
-		data, e := w.readFile(src, src, -1)
-		if e != nil {
-			return e
-		}
-		_, we := w.write(FSWriteRequest{Path: dst, Data: data, Mode: uint32(mode.Perm())})
-		return we
+		return w.copyFile(src, dst, mode.Perm())
 	}
 	if !fi.IsDir() {
 		if we := copyFile(from, to, fi.Mode()); we != nil {
@@ -1003,6 +999,173 @@ func (w *workspace) copy(a FSMoveRequest) (any, *WireError) {
 		return nil, fsError(a.From, walkErr)
 	}
 	return w.stat(a.To)
+}
+
+// errCopyTooBig stops a streamed copy whose source passes the file-size limit.
+var errCopyTooBig = errors.New("source passes the file size limit")
+
+// copyFile copies the regular file src to dst with the destination rules of
+// write (through a link that stays inside, else a temporary sibling renamed
+// over, in place when a hard quota leaves no room for both), but streams
+// the bytes: the agent is the sandbox's PID 1, and holding a big file in
+// memory could get it OOM-killed and the whole sandbox with it.
+func (w *workspace) copyFile(src, dst string, perm fs.FileMode) *WireError {
+	in, fi, e := w.openFile(src, src, os.O_RDONLY, 0)
+	if e != nil {
+		return e
+	}
+	defer in.Close()
+	if dst == "." {
+		return errorf(CodeIsDir, "%q is the workspace directory: give a file name", dst)
+	}
+	mode := perm & 0o777
+	var oldSize int64
+	exists, through := false, false
+	if dfi, err := w.root.Lstat(dst); err == nil {
+		exists = true
+		switch {
+		case dfi.IsDir():
+			return errorf(CodeIsDir, "%q is a directory", dst)
+		case dfi.Mode()&fs.ModeSymlink != 0:
+			tfi, err := w.root.Stat(dst)
+			if err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return fsError(dst, err)
+			}
+			if tfi != nil {
+				oldSize = tfi.Size()
+			}
+			through = true
+		default:
+			oldSize = dfi.Size()
+			if mode == 0 {
+				mode = dfi.Mode().Perm()
+			}
+		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return fsError(dst, err)
+	}
+	if mode == 0 {
+		mode = 0o644
+	}
+	if qe := w.checkQuota(dst, fi.Size(), oldSize); qe != nil {
+		return qe
+	}
+	if through {
+		return w.copyInPlace(in, dst, mode)
+	}
+	if dir := filepath.Dir(dst); dir != "." {
+		if err := w.root.MkdirAll(dir, 0o755); err != nil {
+			return fsError(dst, err)
+		}
+	}
+	tmp := filepath.Join(filepath.Dir(dst), ".sbx-tmp-"+strconv.FormatInt(time.Now().UnixNano(), 36))
+	out, err := w.root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
+	if err != nil {
+		return fsError(dst, err)
+	}
+	n, err := w.stream(out, in)
+	if err == nil {
+		err = out.Chmod(mode)
+	}
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil && n != fi.Size() {
+		// The source changed size while it was copied: check the size
+		// that was written. The temporary file is counted in the usage
+		// now, so it is taken off with the old file.
+		if qe := w.checkQuota(dst, n, oldSize+n); qe != nil {
+			_ = w.root.Remove(tmp)
+			return qe
+		}
+	}
+	if err == nil {
+		err = w.root.Rename(tmp, dst)
+	}
+	if err != nil {
+		_ = w.root.Remove(tmp)
+		var errno syscall.Errno
+		if exists && errors.As(err, &errno) && (errno == syscall.ENOSPC || errno == syscall.EDQUOT) {
+			// Near a hard quota the old and new copies do not fit side
+			// by side; the quota check above passed, so copy in place.
+			return w.copyInPlace(in, dst, mode)
+		}
+		return w.copyError(dst, err)
+	}
+	return nil
+}
+
+// copyInPlace streams in over dst (or the file a link at dst leads to),
+// truncating it first.
+func (w *workspace) copyInPlace(in *os.File, dst string, mode fs.FileMode) *WireError {
+	out, _, e := w.openFile(dst, dst, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, mode)
+	if e != nil {
+		return e
+	}
+	_, err := w.stream(out, in)
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return w.copyError(dst, err)
+	}
+	return nil
+}
+
+// copyError maps a failed copy to a coded error: the file-size limit and
+// ENOSPC/EFBIG as quota errors, the rest as fsError does.
+func (w *workspace) copyError(dst string, err error) *WireError {
+	if errors.Is(err, errCopyTooBig) {
+		return errorf(CodeQuota, "copying to %q would make it larger than the %d byte file size limit", dst, w.fsize)
+	}
+	return fsError(dst, err)
+}
+
+// stream copies in (from its start, whatever its offset) to the empty file
+// out through a small buffer, and returns the size copied. Holes are
+// skipped with SEEK_DATA/SEEK_HOLE and the size set by a truncate, so a
+// sparse file stays sparse instead of filling the disk with zeros. Past the
+// file-size limit it stops with errCopyTooBig before writing more.
+func (w *workspace) stream(out, in *os.File) (int64, error) {
+	limit := w.fsize
+	var pos int64
+	for {
+		data, err := in.Seek(pos, unix.SEEK_DATA)
+		if errors.Is(err, syscall.ENXIO) {
+			break // only a hole, or nothing, is left
+		}
+		if err != nil {
+			// A file system without SEEK_DATA: copy the rest as it is.
+			if limit > 0 {
+				n, err := io.Copy(io.NewOffsetWriter(out, pos), io.NewSectionReader(in, pos, limit-pos+1))
+				if err == nil && pos+n > limit {
+					err = errCopyTooBig
+				}
+				return pos + n, err
+			}
+			n, err := io.Copy(io.NewOffsetWriter(out, pos), io.NewSectionReader(in, pos, math.MaxInt64-pos))
+			return pos + n, err
+		}
+		hole, err := in.Seek(data, unix.SEEK_HOLE)
+		if err != nil {
+			return 0, err
+		}
+		if limit > 0 && hole > limit {
+			return 0, errCopyTooBig
+		}
+		if _, err := io.Copy(io.NewOffsetWriter(out, data), io.NewSectionReader(in, data, hole-data)); err != nil {
+			return 0, err
+		}
+		pos = hole
+	}
+	size, err := in.Seek(0, io.SeekEnd)
+	if err != nil {
+		return 0, err
+	}
+	if limit > 0 && size > limit {
+		return 0, errCopyTooBig
+	}
+	return size, out.Truncate(size)
 }
 
 // within reports whether the directory p (symbolic links followed, as the

@@ -23,7 +23,7 @@ func TestGlobMatch(t *testing.T) {
 		{"a/**", "a", true},
 		{"a/**/b/**/c", "a/x/b/y/z/c", true},
 		{"a/**/b/**/c", "a/x/c", false},
-		{"[", "x", false},        // malformed: matches nothing
+		{"[", "x", false},         // malformed: matches nothing
 		{"a/[/b", "a/[/b", false}, // malformed segment
 	}
 	for _, c := range cases {

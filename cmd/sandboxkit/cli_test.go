@@ -286,3 +286,54 @@ func TestRunPassesLongOutputWhole(t *testing.T) {
 		t.Errorf("seq 1 60000: exit %d, %d bytes of stdout (want %d, equal: %v), stderr %q", r.code, len(r.stdout), want.Len(), r.stdout == want.String(), r.stderr)
 	}
 }
+
+func TestGCRemovesTheWorkspaceOfAKilledRun(t *testing.T) {
+	// A run killed with SIGKILL cannot remove its temporary workspace (its
+	// sandbox's processes die with it); gc finds and removes it, and keeps
+	// the workspace of a run that is still going.
+	tmp := t.TempDir()
+	// The namespace tier maps the sandbox to another uid, which must be able
+	// to reach the workspace through its parent directories.
+	for d := tmp; d != filepath.Dir(d) && strings.HasPrefix(d, os.TempDir()+"/"); d = filepath.Dir(d) {
+		os.Chmod(d, 0o755)
+	}
+	env := append(os.Environ(), "TMPDIR="+tmp)
+	start := func() (*exec.Cmd, string) {
+		t.Helper()
+		cmd := exec.Command(binary, append(append([]string{"run"}, isolationFlags(t)...), "--", "sleep", "300")...)
+		cmd.Env = env
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+		for deadline := time.Now().Add(callTimeout); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+			if m, _ := filepath.Glob(filepath.Join(tmp, fmt.Sprintf("sandboxkit-ws-%d-*", cmd.Process.Pid))); len(m) == 1 {
+				return cmd, m[0]
+			}
+		}
+		t.Fatalf("run (pid %d) made no workspace in %s", cmd.Process.Pid, tmp)
+		return nil, ""
+	}
+	killed, killedWS := start()
+	_, liveWS := start()
+	killed.Process.Signal(syscall.SIGKILL)
+	killed.Wait()
+
+	gc := exec.Command(binary, "gc")
+	// No engine for gc: it would remove the containers of the docker
+	// backend's tests running beside this one.
+	gc.Env = append(env, "DOCKER_HOST=unix://"+filepath.Join(tmp, "no-docker.sock"))
+	out, err := gc.Output()
+	if err != nil {
+		t.Fatalf("gc: %v, output %q", err, out)
+	}
+	if !strings.Contains(string(out), "removed workspace "+killedWS) || strings.Contains(string(out), "removed container") {
+		t.Errorf("gc did not report removing %s:\n%s", killedWS, out)
+	}
+	if _, err := os.Stat(killedWS); !os.IsNotExist(err) {
+		t.Errorf("the killed run's workspace %s is still there: %v", killedWS, err)
+	}
+	if _, err := os.Stat(liveWS); err != nil {
+		t.Errorf("gc removed the workspace of a run still going: %v", err)
+	}
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"syscall"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/sandboxkit/sandboxkit/sandbox"
 	"github.com/sandboxkit/sandboxkit/sandbox/docker"
+	"github.com/sandboxkit/sandboxkit/sandbox/local"
 	"github.com/sandboxkit/sandboxkit/sandbox/local/isolate"
 )
 
@@ -116,7 +118,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 }
 
 func runGC(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("gc", "[--older-than DURATION]", "Remove Docker containers left by sandboxkit (label sandboxkit=1). Local sandboxes\nneed no GC: they die with the process that created them.\n\nA container does not say whether the program that made it still runs: gc removes\nthe sandboxes of running programs too (e.g. a 'sandboxkit mcp --backend docker'\nserver's), unless --older-than spares the recent ones.", stdout)
+	fs := newFlags("gc", "[--older-than DURATION]", "Remove what sandboxes left behind: temporary workspaces of local sandboxes whose\nprogram no longer runs (e.g. it was killed with SIGKILL before it could close them;\ntheir processes died with it), and Docker containers labelled sandboxkit=1.\n\nA container does not say whether the program that made it still runs: gc removes\nthe sandboxes of running programs too (e.g. a 'sandboxkit mcp --backend docker'\nserver's), unless --older-than spares the recent ones. An unreachable Docker engine\nis reported on stderr, not as a failure.", stdout)
 	olderThan := fs.Duration("older-than", 0, "remove only containers created at least this long ago (e.g. 24h)")
 	if err := parseNoArgs(fs, args); err != nil {
 		return err
@@ -126,15 +128,23 @@ func runGC(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	removed, err := docker.GC(ctx, docker.GCOptions{OlderThan: *olderThan})
-	if err != nil {
+	workspaces, localErr := local.GC(*olderThan)
+	for _, p := range workspaces {
+		fmt.Fprintln(stdout, "removed workspace", p)
+	}
+	containers, err := docker.GC(ctx, docker.GCOptions{OlderThan: *olderThan})
+	for _, n := range containers {
+		fmt.Fprintln(stdout, "removed container", n)
+	}
+	if docker.IsUnreachable(err) {
+		fmt.Fprintln(stderr, "gc: no Docker engine reachable, no containers checked:", err)
+		err = nil
+	}
+	if err := errors.Join(localErr, err); err != nil {
 		return err
 	}
-	if len(removed) == 0 {
+	if len(workspaces)+len(containers) == 0 {
 		fmt.Fprintln(stdout, "nothing to clean")
-	}
-	for _, n := range removed {
-		fmt.Fprintln(stdout, "removed", n)
 	}
 	return nil
 }

@@ -78,3 +78,12 @@ func (d *Driver) hostForMessages() string {
 	}
 	return "the default socket"
 }
+
+// IsUnreachable reports whether err says the Docker engine could not be
+// reached at all (no daemon, wrong DOCKER_HOST), as opposed to an engine
+// that answered with a failure. Callers with optional Docker work (such as
+// garbage collection on a machine that only uses the local backend) use it
+// to tell "nothing to do here" from a real error.
+func IsUnreachable(err error) bool {
+	return err != nil && (client.IsErrConnectionFailed(err) || isDialError(err))
+}

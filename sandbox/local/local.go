@@ -85,7 +85,7 @@ func (d *Driver) Start(ctx context.Context, cfg driver.Config) (driver.Instance,
 	temp := false
 	var err error
 	if ws == "" {
-		ws, err = os.MkdirTemp("", "sandboxkit-ws-")
+		ws, err = newTempWorkspace()
 		if err != nil {
 			return nil, driver.Errorf("BACKEND", err, "cannot create a temporary workspace")
 		}

@@ -47,6 +47,9 @@ func main() {
 	logf := func(format string, args ...any) {
 		fmt.Fprintf(os.Stderr, "sandboxkit-agent: "+format+"\n", args...)
 	}
+	// The agent only serves: one P saves a thread wake-up per hand-off
+	// (agent.NarrowProcs), and fewer threads count against the pids limit.
+	agent.NarrowProcs()
 	if err := agent.Serve(stdio{}, agent.ServeOptions{Logf: logf}); err != nil {
 		logf("%v", err)
 		os.Exit(1)

@@ -3,7 +3,6 @@ package langchaingo_test
 import (
 	"context"
 	"encoding/json"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -14,38 +13,9 @@ import (
 
 	"github.com/sandboxkit/sandboxkit/adapters/langchaingo"
 	"github.com/sandboxkit/sandboxkit/adapters/openai/openaitest"
-	"github.com/sandboxkit/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandboxkit/sandbox/sandboxtest"
 	"github.com/sandboxkit/sandboxkit/toolkit"
 )
-
-// newSandbox creates a sandbox with the default settings (the namespace tier, no network) and
-// checks that this is what it got. Where the namespace tier or Python is unavailable the test
-// skips, unless SANDBOXKIT_REQUIRE names what is missing (as CI sets it): then it fails.
-func newSandbox(t *testing.T) *sandbox.Sandbox {
-	t.Helper()
-	require := os.Getenv("SANDBOXKIT_REQUIRE")
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	sb, err := sandbox.New(ctx)
-	if err != nil {
-		if sandbox.CodeOf(err) == sandbox.CodeIsolationUnavailable && !strings.Contains(require, "namespace") {
-			t.Skipf("the default sandbox (namespace tier) cannot be created here: %v", err)
-		}
-		t.Fatalf("sandbox.New: %v", err)
-	}
-	t.Cleanup(func() { sb.Close() })
-	info := sb.Info()
-	if info.Isolation < sandbox.TierNamespace || info.Network {
-		t.Fatalf("default sandbox has isolation %s, network %v; want at least namespace and no network", info.Isolation, info.Network)
-	}
-	if !info.PythonAvailable {
-		if strings.Contains(require, "python") {
-			t.Fatalf("SANDBOXKIT_REQUIRE has python, but the sandbox has no python3")
-		}
-		t.Skip("no python3 in the sandbox")
-	}
-	return sb
-}
 
 // marshal renders v as JSON, the way a model writes arguments.
 func marshal(v any) string {
@@ -74,7 +44,7 @@ const (
 // explanation and corrects itself, computes with run_python, saves with write_file, and
 // finishes. The file must then be in the sandbox's workspace.
 func TestAgentExecutorInSandbox(t *testing.T) {
-	sb := newSandbox(t)
+	sb := sandboxtest.NewDefault(t)
 	tk := toolkit.ForSandbox(sb)
 	observation := func(req *openaitest.Request) string {
 		m := req.LastMessage()
@@ -135,7 +105,7 @@ func TestAgentExecutorInSandbox(t *testing.T) {
 // reach the model, a call with an argument of the wrong type is answered with an explanation,
 // and the corrected calls run in the sandbox.
 func TestDirectToolCallingInSandbox(t *testing.T) {
-	sb := newSandbox(t)
+	sb := sandboxtest.NewDefault(t)
 	tk := toolkit.ForSandbox(sb)
 	result := func(req *openaitest.Request, id string) string {
 		got, ok := req.ToolResults()[id]

@@ -16,44 +16,16 @@ import (
 	"github.com/sandboxkit/sandboxkit/adapters/openai"
 	"github.com/sandboxkit/sandboxkit/adapters/openai/openaitest"
 	"github.com/sandboxkit/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandboxkit/sandbox/sandboxtest"
 	"github.com/sandboxkit/sandboxkit/toolkit"
 )
-
-// newSandbox creates a sandbox with the default settings (the namespace tier, no network) and
-// checks that this is what it got. Where the namespace tier or Python is unavailable the test
-// skips, unless SANDBOXKIT_REQUIRE names what is missing (as CI sets it): then it fails.
-func newSandbox(t *testing.T) *sandbox.Sandbox {
-	t.Helper()
-	require := os.Getenv("SANDBOXKIT_REQUIRE")
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	sb, err := sandbox.New(ctx)
-	if err != nil {
-		if sandbox.CodeOf(err) == sandbox.CodeIsolationUnavailable && !strings.Contains(require, "namespace") {
-			t.Skipf("the default sandbox (namespace tier) cannot be created here: %v", err)
-		}
-		t.Fatalf("sandbox.New: %v", err)
-	}
-	t.Cleanup(func() { sb.Close() })
-	info := sb.Info()
-	if info.Isolation < sandbox.TierNamespace || info.Network {
-		t.Fatalf("default sandbox has isolation %s, network %v; want at least namespace and no network", info.Isolation, info.Network)
-	}
-	if !info.PythonAvailable {
-		if strings.Contains(require, "python") {
-			t.Fatalf("SANDBOXKIT_REQUIRE has python, but the sandbox has no python3")
-		}
-		t.Skip("no python3 in the sandbox")
-	}
-	return sb
-}
 
 // TestStreamedRoundTripInSandbox is the whole turn with the real go-openai client and the
 // built-in tools over a real sandbox: every tool declared (and accepted by the server's
 // strict-mode checks), two parallel calls streamed with interleaved argument fragments,
 // both executed inside the sandbox, their results sent back and checked by the server.
 func TestStreamedRoundTripInSandbox(t *testing.T) {
-	sb := newSandbox(t)
+	sb := sandboxtest.NewDefault(t)
 	tk := toolkit.ForSandbox(sb)
 	const (
 		pyCode = "squares = [n * n for n in range(1, 11)]\nsum(squares)"
@@ -165,7 +137,7 @@ func jsonObject(key, value string) string {
 // (the role that may carry images), holds it as a PNG data: URL. The server accepts the
 // conversation, which it would not if the image were in the tool message.
 func TestPlotFromRunPythonReachesTheModel(t *testing.T) {
-	sb := newSandbox(t)
+	sb := sandboxtest.NewDefault(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if res, err := sb.Commands.Run(ctx, sandbox.Command{Args: []string{"python3", "-c", "import matplotlib"}}); err != nil || res.ExitCode != 0 {

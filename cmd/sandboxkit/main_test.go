@@ -15,6 +15,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sandboxkit/sandboxkit/sandbox/sandboxtest"
 )
 
 // binary is the sandboxkit command built once for the package's tests: the
@@ -49,10 +51,7 @@ func TestMain(m *testing.M) {
 // CI sets it): there the missing piece is a failure, not a skip.
 func requireOrSkip(t testing.TB, what, reason string) {
 	t.Helper()
-	if strings.Contains(os.Getenv("SANDBOXKIT_REQUIRE"), what) {
-		t.Fatalf("SANDBOXKIT_REQUIRE has %q but: %s", what, reason)
-	}
-	t.Skip(reason)
+	sandboxtest.Unavailable(t, what, reason)
 }
 
 var (

@@ -14,6 +14,7 @@ import (
 	"unsafe"
 
 	"github.com/sandboxkit/sandboxkit/adapters/openai/openaitest"
+	"github.com/sandboxkit/sandboxkit/sandbox/sandboxtest"
 )
 
 // runMain runs the program with args and returns its exit status and what it printed.
@@ -43,10 +44,7 @@ func needMatplotlib(t *testing.T) {
 	t.Helper()
 	if err := exec.Command("/usr/bin/python3", "-c", "import matplotlib").Run(); err != nil {
 		reason := "/usr/bin/python3 cannot import matplotlib (apt-get install python3-matplotlib): " + err.Error()
-		if strings.Contains(os.Getenv("SANDBOXKIT_REQUIRE"), "python") {
-			t.Fatalf("SANDBOXKIT_REQUIRE has python but %s", reason)
-		}
-		t.Skip(reason)
+		sandboxtest.Unavailable(t, "python", reason)
 	}
 }
 

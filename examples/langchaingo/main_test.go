@@ -12,31 +12,8 @@ import (
 	"time"
 
 	"github.com/sandboxkit/sandboxkit/adapters/openai/openaitest"
-	"github.com/sandboxkit/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandboxkit/sandbox/sandboxtest"
 )
-
-// needSandbox skips where the example's default sandbox (namespace tier, with python3) cannot
-// be made, unless SANDBOXKIT_REQUIRE names what is missing (as CI sets it): then it fails.
-func needSandbox(t *testing.T) {
-	t.Helper()
-	require := os.Getenv("SANDBOXKIT_REQUIRE")
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	sb, err := sandbox.New(ctx)
-	if err != nil {
-		if sandbox.CodeOf(err) == sandbox.CodeIsolationUnavailable && !strings.Contains(require, "namespace") {
-			t.Skipf("the default sandbox (namespace tier) cannot be created here: %v", err)
-		}
-		t.Fatalf("sandbox.New: %v", err)
-	}
-	defer sb.Close()
-	if !sb.Info().PythonAvailable {
-		if strings.Contains(require, "python") {
-			t.Fatalf("SANDBOXKIT_REQUIRE has python, but the sandbox has no python3")
-		}
-		t.Skip("no python3 in the sandbox")
-	}
-}
 
 func marshal(v any) string {
 	b, err := json.Marshal(v)
@@ -63,7 +40,8 @@ const (
 // corrects itself from the observation, then computes with run_python, saves with
 // write_file, and reads the file back; the server checks every observation.
 func TestExampleAgainstScriptedServer(t *testing.T) {
-	needSandbox(t)
+	// Skip (or, in CI, fail) where the example's default sandbox cannot be made.
+	sandboxtest.NewDefault(t).Close()
 	bin := filepath.Join(t.TempDir(), "example")
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)

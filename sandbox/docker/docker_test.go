@@ -18,6 +18,7 @@ import (
 
 	"github.com/sandboxkit/sandboxkit/sandbox/agent"
 	"github.com/sandboxkit/sandboxkit/sandbox/driver"
+	"github.com/sandboxkit/sandboxkit/sandbox/sandboxtest"
 )
 
 // The tests run against a real engine and a locally built image (no
@@ -42,17 +43,12 @@ func testImage() string {
 	return "sandboxkit/python:test"
 }
 
-func required() bool {
-	return strings.Contains(os.Getenv("SANDBOXKIT_REQUIRE"), "docker")
-}
+func required() bool { return sandboxtest.Required("docker") }
 
 // skipOrFail skips the test with reason, or fails it when docker is required.
 func skipOrFail(t testing.TB, reason string) {
 	t.Helper()
-	if required() {
-		t.Fatalf("SANDBOXKIT_REQUIRE contains docker, but: %s", reason)
-	}
-	t.Skip(reason)
+	sandboxtest.Unavailable(t, "docker", reason)
 }
 
 var (

@@ -347,18 +347,20 @@ func escapeProbes(h *escapeHost) []escapeProbe {
 			// The bomb runs in its own process group, which the probe
 			// kills afterwards so the sandbox can be checked for use. Once
 			// the bomb runs, the probe shares the full pids limit with it,
-			// so from then on it forks nothing: both sleeps are started
-			// before the bomb, and the rest are shell builtins. The bomb
-			// gets 2 s to push past the limit; on a loaded machine it may
-			// still be growing then, so the probe keeps counting (up to
-			// 30 s) until it has seen the bomb near the limit.
-			script: `sleep 2 & sp=$!; sleep 30 & dl=$!
+			// so it forks nothing: it keeps time with /proc/uptime and
+			// counts with shell builtins. It counts from the start and
+			// keeps the largest count, because a bomb under a limit can
+			// also collapse (every fork failing at once ends it); it runs
+			// at least 2 s (time to push past the limit) and until it has
+			// seen the bomb near the limit, at most 30 s.
+			script: `read t0 _ < /proc/uptime; t0=${t0%.*}
 setsid sh -c 'echo $$ > bomb.pid; bomb() { bomb | bomb & }; bomb' >/dev/null 2>&1 &
-wait $sp; max=0
+max=0
 while :; do n=0; for p in /proc/[0-9]*; do [ -O "$p" ] && n=$((n+1)); done; [ "$n" -gt "$max" ] && max=$n
-[ "$max" -ge 32 ] && break; kill -0 $dl 2>/dev/null || break; done
+read t _ < /proc/uptime; t=${t%.*}
+[ $((t-t0)) -ge 2 ] && [ "$max" -ge 32 ] && break; [ $((t-t0)) -ge 30 ] && break; done
 [ "$max" -gt 128 ] && echo ESCAPED:pids-$max; echo procs=$max
-kill -9 $dl 2>/dev/null; read pid < bomb.pid; for i in 1 2 3 4 5 6 7 8 9 10; do kill -9 -$pid 2>/dev/null; done; echo bomb-done`},
+read pid < bomb.pid; for i in 1 2 3 4 5 6 7 8 9 10; do kill -9 -$pid 2>/dev/null; done; echo bomb-done`},
 		{name: "MemoryBomb", needPython: true, usable: true, want: []string{"mem-done"}, control: "memory",
 			opts:   []sandbox.Option{sandbox.WithLimits(sandbox.Limits{MemoryBytes: 256 << 20, TmpBytes: 32 << 20})},
 			script: `$PY -c 'b = bytearray(1 << 30); print("ESCAPED:allocated-1GiB")'; echo mem-done`},

@@ -2,9 +2,12 @@ package pykernel
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
+	"syscall"
+	"time"
 )
 
 // Pseudo message kinds made by the reader for lines that are not messages.
@@ -55,6 +58,8 @@ func startProcess(ctx context.Context, start Starter, opts Options) (*process, I
 	go p.read(opts.lineCap())
 	werr := p.write([]byte(fmt.Sprintf("%08d", len(driverSource)) + driverSource))
 	var junk []string
+	var sendErr error
+	var gone <-chan time.Time // set when sending the driver hit a closed pipe
 	fail := func(format string, args ...any) (*process, Info, error) {
 		p.teardown()
 		code, _ := p.wait()
@@ -82,9 +87,19 @@ func startProcess(ctx context.Context, start Starter, opts Options) (*process, I
 			}
 		case err := <-werr:
 			werr = nil
-			if err != nil {
+			if err != nil && !errors.Is(err, syscall.EPIPE) {
 				return fail("sending the driver: %v", err)
 			}
+			if err != nil {
+				// The interpreter closed its stdin: usually it has exited
+				// (not a Python, or it failed at once), which the closing of
+				// its stdout reports with a better message. Wait briefly
+				// for that rather than racing it.
+				sendErr = err
+				gone = time.After(2 * time.Second)
+			}
+		case <-gone:
+			return fail("sending the driver: %v", sendErr)
 		case <-ctx.Done():
 			return fail("%s did not start the driver: %v", opts.Python, ctx.Err())
 		}

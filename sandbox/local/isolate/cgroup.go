@@ -268,23 +268,47 @@ func (cg *sandboxCgroups) setFrozen(frozen bool) error {
 		if frozen {
 			state = "FROZEN"
 		}
-		if err := os.WriteFile(filepath.Join(cg.freezer, "freezer.state"), []byte(state), 0); err != nil {
-			return fmt.Errorf("isolate: freezer.state=%s: %w", state, err)
+		file := filepath.Join(cg.freezer, "freezer.state")
+		write := func(v string) error {
+			if err := os.WriteFile(file, []byte(v), 0); err != nil {
+				return fmt.Errorf("isolate: freezer.state=%s: %w", v, err)
+			}
+			return nil
 		}
-		// v1 freezing is asynchronous: wait until the kernel says FROZEN.
-		deadline := time.Now().Add(2 * time.Second)
-		for {
-			b, err := os.ReadFile(filepath.Join(cg.freezer, "freezer.state"))
+		if err := write(state); err != nil {
+			return err
+		}
+		// v1 freezing is asynchronous, and a freeze can stall in FREEZING
+		// (a task busy forking or in the kernel when it was asked): the
+		// kernel only retries when FROZEN is written again, so write it
+		// again while waiting, and now and then thaw and start over so a
+		// task stuck half-frozen gets another chance (runc does the same).
+		deadline := time.Now().Add(5 * time.Second)
+		for i := 1; ; i++ {
+			b, err := os.ReadFile(file)
 			if err != nil {
 				return fmt.Errorf("isolate: freezer.state: %w", err)
 			}
-			if strings.TrimSpace(string(b)) == state {
+			got := strings.TrimSpace(string(b))
+			if got == state {
 				return nil
 			}
 			if time.Now().After(deadline) {
-				return fmt.Errorf("isolate: freezer did not reach %s (still %s)", state, strings.TrimSpace(string(b)))
+				if frozen {
+					_ = write("THAWED") // never leave a sandbox half frozen
+				}
+				return fmt.Errorf("isolate: freezer did not reach %s (still %s)", state, got)
 			}
 			time.Sleep(time.Millisecond)
+			if frozen && i%10 == 0 {
+				if i%200 == 0 {
+					_ = write("THAWED")
+					time.Sleep(time.Millisecond)
+				}
+				if err := write(state); err != nil {
+					return err
+				}
+			}
 		}
 	case "v2":
 		v := "0"

@@ -316,10 +316,40 @@ func (s *server) startProcess(a ExecRequest) (*proc, *stdio, *WireError) {
 			return nil, nil, errorf(CodeExec, "cannot apply %s to %q: %v", rl.Name, a.Args[0], err)
 		}
 	}
+	if len(s.hello.Rlimits) > 0 {
+		limitForked(p.pid, s.hello.Rlimits, 0)
+	}
 	for _, f := range closeAfter {
 		f.Close()
 	}
 	return p, io, nil
+}
+
+// limitForked applies rlimits to the processes pid forked before its own
+// limits landed: they are set with prlimit once the process runs, and a
+// shell may already have forked (a busy agent makes that window wider), so a
+// CPU spin started first would escape RLIMIT_CPU. Each child is limited
+// before its own children are listed, so a grandchild is either listed or
+// forked after its parent was limited (and inherits the limits).
+func limitForked(pid int, rls []Rlimit, depth int) {
+	if depth > 16 {
+		return
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + strconv.Itoa(pid) + "/children")
+	if err != nil {
+		return
+	}
+	for _, f := range strings.Fields(string(b)) {
+		c, err := strconv.Atoi(f)
+		if err != nil {
+			continue
+		}
+		for _, rl := range rls {
+			lim := unix.Rlimit{Cur: rl.Soft, Max: rl.Hard}
+			_ = unix.Prlimit(c, rl.Resource, &lim, nil) // ESRCH: it is gone already
+		}
+		limitForked(c, rls, depth+1)
+	}
 }
 
 // pollable returns the pty master f in non-blocking mode, served by the

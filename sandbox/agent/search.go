@@ -126,17 +126,7 @@ func (w *workspace) search(ctx context.Context, a FSSearchRequest) (any, *WireEr
 		if !d.Type().IsRegular() {
 			return nil
 		}
-		sub := p
-		if rel != "." {
-			sub = strings.TrimPrefix(strings.TrimPrefix(p, rel), "/")
-			if sub == "" {
-				sub = path.Base(p)
-			}
-		}
-		if len(a.Include) > 0 && !anyGlob(a.Include, sub) {
-			return nil
-		}
-		if anyGlob(a.Exclude, sub) {
+		if !SearchSelects(rel, p, a.Include, a.Exclude) {
 			return nil
 		}
 		// Stop walking once enough results are certain.
@@ -181,6 +171,25 @@ func (w *workspace) search(ctx context.Context, a FSSearchRequest) (any, *WireEr
 		rep.Truncated = true
 	}
 	return rep, nil
+}
+
+// SearchSelects reports whether a search rooted at root (relative to the
+// workspace) reads the file p (also relative to the workspace): its path
+// below root — its base name when it is the root itself — must match one of
+// the include globs, when there are any, and none of the exclude globs.
+// Exported so that the fake backend selects exactly the files the agent does.
+func SearchSelects(root, p string, include, exclude []string) bool {
+	sub := p
+	if root != "." {
+		sub = strings.TrimPrefix(strings.TrimPrefix(p, root), "/")
+		if sub == "" {
+			sub = path.Base(p)
+		}
+	}
+	if len(include) > 0 && !anyGlob(include, sub) {
+		return false
+	}
+	return !anyGlob(exclude, sub)
 }
 
 func anyGlob(globs []string, rel string) bool {

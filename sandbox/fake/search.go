@@ -65,17 +65,7 @@ func (m *memFS) search(a agent.FSSearchRequest) (any, *agent.WireError) {
 		if n.kind != kindFile {
 			return nil
 		}
-		sub := p
-		if rel != "." {
-			sub = strings.TrimPrefix(strings.TrimPrefix(p, rel), "/")
-			if sub == "" {
-				sub = path.Base(p)
-			}
-		}
-		if len(a.Include) > 0 && !anyGlob(a.Include, sub) {
-			return nil
-		}
-		if anyGlob(a.Exclude, sub) {
+		if !agent.SearchSelects(rel, p, a.Include, a.Exclude) {
 			return nil
 		}
 		if total > limit {
@@ -108,15 +98,6 @@ func (m *memFS) search(a agent.FSSearchRequest) (any, *agent.WireError) {
 		rep.Truncated = true
 	}
 	return rep, nil
-}
-
-func anyGlob(globs []string, rel string) bool {
-	for _, g := range globs {
-		if agent.GlobMatch(g, rel) {
-			return true
-		}
-	}
-	return false
 }
 
 // matchLines returns one Match per line holding a match, as the agent does.

@@ -18,7 +18,7 @@ import (
 func TestMain(m *testing.M) {
 	// The local backend keeps one launcher goroutine for the life of the process, by design
 	// (its locked thread must outlive every sandbox it starts).
-	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/sandboxkit/sandboxkit/sandbox/local.startLocked.func1.1"))
+	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/sandboxkit/sandboxkit/sandbox/local/isolate.OnLauncherThread.func1.1"))
 }
 
 // newAgent returns an agent talking to srv with fast retries, recording its events.

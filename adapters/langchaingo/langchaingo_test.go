@@ -23,7 +23,7 @@ import (
 
 func TestMain(m *testing.M) {
 	// The local backend's launcher thread lives as long as the process by design.
-	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/sandboxkit/sandboxkit/sandbox/local.startLocked.func1.1"))
+	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/sandboxkit/sandboxkit/sandbox/local/isolate.OnLauncherThread.func1.1"))
 }
 
 type addIn struct {

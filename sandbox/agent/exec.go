@@ -288,7 +288,12 @@ func (s *server) startProcess(a ExecRequest) (*proc, *stdio, *WireError) {
 		io.stderr = er
 	}
 	s.procs.mu.Lock() // hold off the reaper until p is registered
-	err := cmd.Start()
+	var err error
+	if s.spawn != nil {
+		s.spawn(func() { err = cmd.Start() })
+	} else {
+		err = cmd.Start()
+	}
 	if err != nil {
 		s.procs.mu.Unlock()
 		return fail(err)

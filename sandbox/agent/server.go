@@ -25,6 +25,10 @@ type ServeOptions struct {
 	// starve it of) does so in parallel with the handshake and the
 	// requests that start no process.
 	ProcessesReady <-chan struct{}
+	// Spawn, when set, runs every process start (the fork and exec of a
+	// command): a backend whose commands must be born on a particular
+	// thread (one in another cgroup) runs them there.
+	Spawn func(start func())
 }
 
 // Serve runs the agent protocol over conn until the stream closes or
@@ -39,6 +43,7 @@ func Serve(conn io.ReadWriteCloser, opts ServeOptions) error {
 		jobs:           newJobTable(),
 		qwake:          make(chan struct{}, 1),
 		processesReady: opts.ProcessesReady,
+		spawn:          opts.Spawn,
 	}
 	if s.logf == nil {
 		s.logf = func(string, ...any) {}
@@ -58,6 +63,8 @@ type server struct {
 	jobs  *jobTable
 	// processesReady gates process starts (ServeOptions.ProcessesReady).
 	processesReady <-chan struct{}
+	// spawn runs process starts (ServeOptions.Spawn).
+	spawn func(start func())
 
 	// The read loop never writes to conn itself: when a command floods
 	// the stream, conn's buffer is full and a write would block, and a

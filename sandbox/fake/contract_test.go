@@ -18,7 +18,7 @@ func TestMain(m *testing.M) {
 	// The comparison tests also start real local sandboxes, whose agent is
 	// this test binary re-executed.
 	local.RunStage()
-	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/sandboxkit/sandboxkit/sandbox/local.startLocked.func1.1"))
+	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/sandboxkit/sandboxkit/sandbox/local/isolate.OnLauncherThread.func1.1"))
 }
 
 // scriptFileCommands teaches a fake the few commands the file part of the

@@ -2,7 +2,6 @@ package local
 
 import (
 	"errors"
-	"syscall"
 
 	"github.com/sandboxkit/sandboxkit/sandbox/driver"
 	"github.com/sandboxkit/sandboxkit/sandbox/local/isolate"
@@ -62,8 +61,6 @@ func prepareIsolation(cfg driver.Config, t driver.Tier) (*isoHost, error) {
 }
 
 func (i *isoHost) spec(ws string) isoSpec            { return i.h.Spec() }
-func (i *isoHost) sysProcAttr() *syscall.SysProcAttr { return i.h.SysProcAttr() }
-func (i *isoHost) started(pid int) error             { return i.h.Started(pid) }
 func (i *isoHost) report(ws string) driver.Isolation { return i.h.Report() }
 func (i *isoHost) tmpDir() string                    { return i.h.TmpDir() }
 func (i *isoHost) freeze() error                     { return i.h.Freeze() }
@@ -75,10 +72,17 @@ func (i *isoHost) cleanup()                          { _ = i.h.Cleanup() }
 func enterIsolation(cfg launchConfig, raw []byte) error { return isolate.Enter(cfg.Iso, raw) }
 
 // completeIsolation checks the boundary; processesReady is closed when the
-// agent may start processes (isolate.CompleteAsync).
-func completeIsolation(cfg launchConfig) (processesReady <-chan struct{}, err error) {
+// agent may start processes (isolate.CompleteAsync), and spawn, when not
+// nil, is where it must start them (isolate.CommandSpawner).
+func completeIsolation(cfg launchConfig) (processesReady <-chan struct{}, spawn func(func()), err error) {
 	if !cfg.Isolated {
-		return nil, nil
+		return nil, nil, nil
 	}
-	return isolate.CompleteAsync(cfg.Iso)
+	if processesReady, err = isolate.CompleteAsync(cfg.Iso); err != nil {
+		return nil, nil, err
+	}
+	if spawn, err = isolate.CommandSpawner(cfg.Iso); err != nil {
+		return nil, nil, err
+	}
+	return processesReady, spawn, nil
 }

@@ -24,8 +24,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
-	"runtime"
 	"slices"
 	"sync"
 	"syscall"
@@ -33,6 +31,7 @@ import (
 
 	"github.com/sandboxkit/sandboxkit/sandbox/agent"
 	"github.com/sandboxkit/sandboxkit/sandbox/driver"
+	"github.com/sandboxkit/sandboxkit/sandbox/local/isolate"
 	"golang.org/x/sys/unix"
 )
 
@@ -193,7 +192,7 @@ type instance struct {
 	cfg           driver.Config
 	tier          driver.Tier
 	iso           *isoHost
-	cmd           *exec.Cmd
+	proc          *os.Process
 	conn          *os.File
 	pid           int
 	workspace     string
@@ -221,83 +220,69 @@ func (d *Driver) launch(ctx context.Context, cfg driver.Config, tier driver.Tier
 	hostEnd := os.NewFile(uintptr(fds[0]), "sandboxkit-agent")
 	childEnd := os.NewFile(uintptr(fds[1]), "sandboxkit-agent-child")
 	defer childEnd.Close()
-	cfgR, cfgW, err := os.Pipe()
-	if err != nil {
-		hostEnd.Close()
-		return nil, driver.Errorf("BACKEND", err, "cannot create the config pipe")
-	}
-	defer cfgR.Close()
 	lc := launchConfig{ID: cfg.ID, Tier: tier}
-	attr := &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 	if iso != nil {
 		lc.Isolated = true
 		lc.Iso = iso.spec(ws)
-		attr = iso.sysProcAttr()
-	}
-	cmd := &exec.Cmd{
-		Path:        d.exe,
-		Args:        []string{"sandboxkit-agent", cfg.ID},
-		Env:         []string{stageEnv + "=init"},
-		ExtraFiles:  []*os.File{cfgR, childEnd},
-		SysProcAttr: attr,
-		Stderr:      os.Stderr,
-	}
-	if err := startLocked(cmd); err != nil {
-		hostEnd.Close()
-		cfgW.Close()
-		if iso != nil {
-			iso.cleanup()
-		}
-		return nil, driver.Errorf("BACKEND", err, "cannot start the sandbox agent (re-exec of "+d.exe+")")
-	}
-	inst := &instance{cfg: cfg, tier: tier, iso: iso, cmd: cmd, conn: hostEnd, pid: cmd.Process.Pid, workspace: ws, done: make(chan struct{})}
-	go func() {
-		inst.waitErr = cmd.Wait()
-		close(inst.done)
-	}()
-	if iso != nil {
-		if err := iso.started(inst.pid); err != nil {
-			cfgW.Close()
-			inst.Close(ctx)
-			return nil, driver.Errorf("ISOLATION_UNAVAILABLE", err, "cannot place the sandbox under its resource limits")
-		}
 	}
 	b, _ := json.Marshal(lc)
-	_, werr := cfgW.Write(b)
-	cfgW.Close()
-	if werr != nil {
-		inst.Close(ctx)
-		return nil, driver.Errorf("BACKEND", werr, "cannot send the launch configuration to the agent")
+	var proc *os.Process
+	if iso != nil {
+		proc, err = iso.h.Launch(isolate.LaunchRequest{Exe: d.exe, Args: []string{"sandboxkit-agent", cfg.ID}, Config: b, Stream: childEnd, Stderr: os.Stderr})
+		if err != nil {
+			hostEnd.Close()
+			iso.cleanup()
+			return nil, driver.Errorf("ISOLATION_UNAVAILABLE", err, "cannot start the sandbox (re-exec of "+d.exe+")")
+		}
+	} else if proc, err = startProcessTier(d.exe, cfg.ID, b, childEnd); err != nil {
+		hostEnd.Close()
+		return nil, driver.Errorf("BACKEND", err, "cannot start the sandbox agent (re-exec of "+d.exe+")")
 	}
+	inst := &instance{cfg: cfg, tier: tier, iso: iso, proc: proc, conn: hostEnd, pid: proc.Pid, workspace: ws, done: make(chan struct{})}
+	go func() {
+		st, err := proc.Wait()
+		if err == nil && !st.Success() {
+			err = errors.New(st.String())
+		}
+		inst.waitErr = err
+		close(inst.done)
+	}()
 	return inst, nil
 }
 
-// The sandbox's first process must be started from a long-lived, locked
-// OS thread: Pdeathsig fires when the *thread* that started the child
-// exits (ISOLATION.md pitfall 8), and Go retires threads freely.
-var launcher struct {
-	once sync.Once
-	reqs chan launchReq
-}
-
-type launchReq struct {
-	cmd  *exec.Cmd
-	done chan error
-}
-
-func startLocked(cmd *exec.Cmd) error {
-	launcher.once.Do(func() {
-		launcher.reqs = make(chan launchReq)
-		go func() {
-			runtime.LockOSThread() // never unlocked: this thread lives as long as the process
-			for r := range launcher.reqs {
-				r.done <- r.cmd.Start()
-			}
-		}()
-	})
-	done := make(chan error, 1)
-	launcher.reqs <- launchReq{cmd: cmd, done: done}
-	return <-done
+// startProcessTier starts the process tier's agent: the binary as stage
+// init, which serves the agent protocol itself. Its parent-death signal
+// fires when the thread that started it exits, so it is started from the
+// launcher thread.
+func startProcessTier(exe, id string, cfg []byte, stream *os.File) (*os.Process, error) {
+	devnull, err := os.Open(os.DevNull)
+	if err != nil {
+		return nil, err
+	}
+	defer devnull.Close()
+	cfgR, cfgW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	defer cfgR.Close()
+	defer cfgW.Close()
+	attr := &os.ProcAttr{
+		Env:   []string{stageEnv + "=init"},
+		Files: []*os.File{devnull, devnull, os.Stderr, cfgR, stream},
+		Sys:   &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true},
+	}
+	var proc *os.Process
+	isolate.OnLauncherThread(func() { proc, err = os.StartProcess(exe, []string{"sandboxkit-agent", id}, attr) })
+	if err != nil {
+		return nil, err
+	}
+	cfgR.Close()
+	if _, err := cfgW.Write(cfg); err != nil {
+		proc.Kill()
+		proc.Wait()
+		return nil, fmt.Errorf("cannot send the launch configuration to the agent: %w", err)
+	}
+	return proc, nil
 }
 
 func (i *instance) Conn() io.ReadWriteCloser { return i.conn }
@@ -438,7 +423,7 @@ func (i *instance) Close(ctx context.Context) error {
 			}
 			time.Sleep(5 * time.Millisecond)
 		}
-		_ = i.cmd.Process.Kill()
+		_ = i.proc.Kill()
 		<-i.done
 		if i.iso != nil {
 			i.iso.cleanup()

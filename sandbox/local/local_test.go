@@ -28,7 +28,7 @@ func TestMain(m *testing.M) {
 // leakOptions ignores the launcher: one OS-thread-locked goroutine that
 // lives as long as the process by design (Pdeathsig is per thread).
 var leakOptions = []goleak.Option{
-	goleak.IgnoreAnyFunction("github.com/sandboxkit/sandboxkit/sandbox/local.startLocked.func1.1"),
+	goleak.IgnoreAnyFunction("github.com/sandboxkit/sandboxkit/sandbox/local/isolate.OnLauncherThread.func1.1"),
 }
 
 // newLocal creates a sandbox on the local backend at the best tier this

@@ -68,6 +68,7 @@ func runStage(stage string) int {
 		return failStage(conn, "decoding the launch configuration", err)
 	}
 	var processesReady <-chan struct{}
+	var spawn func(func())
 	switch stage {
 	case "init":
 		if cfg.Isolated {
@@ -78,7 +79,7 @@ func runStage(stage string) int {
 			return 1
 		}
 	case "agent":
-		if processesReady, err = completeIsolation(cfg); err != nil {
+		if processesReady, spawn, err = completeIsolation(cfg); err != nil {
 			return failStage(conn, "completing isolation", err)
 		}
 	default:
@@ -106,7 +107,7 @@ func runStage(stage string) int {
 	}()
 	served := make(chan error, 1)
 	go func() {
-		served <- agent.Serve(conn, agent.ServeOptions{ProcessesReady: processesReady, Logf: func(format string, args ...any) {
+		served <- agent.Serve(conn, agent.ServeOptions{ProcessesReady: processesReady, Spawn: spawn, Logf: func(format string, args ...any) {
 			fmt.Fprintf(os.Stderr, "sandboxkit agent: "+format+"\n", args...)
 		}})
 	}()

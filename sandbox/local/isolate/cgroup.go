@@ -134,8 +134,15 @@ type sandboxCgroups struct {
 	pids    string // dir enforcing pids (and listing the sandbox's tasks)
 	freezer string
 	v2      string // v2 dir when any v2 mechanism is used
-	all     []string
+	// commands is a child of the v1 pids cgroup holding the sandbox's
+	// commands under Limits.Pids, while the agent keeps AgentTaskReserve
+	// more in the parent (see CommandsCgroupFD); "" where there is none.
+	commands string
+	all      []string
 }
+
+// commandsCgroup names the child pids cgroup of the sandbox's commands.
+const commandsCgroup = "commands"
 
 func createCgroups(b cgroupBases, m cgroupMechanisms, id string, memBytes int64, pids int) (*sandboxCgroups, error) {
 	cg := &sandboxCgroups{mech: m}
@@ -185,6 +192,18 @@ func createCgroups(b cgroupBases, m cgroupMechanisms, id string, memBytes int64,
 	if cg.pids != "" && pids > 0 {
 		if err := write(cg.pids, "pids.max", strconv.Itoa(pids+AgentTaskReserve)); err != nil {
 			return fail(err)
+		}
+		if m.pids == "v1" {
+			// v1 moves single threads: the agent's spawning thread joins
+			// this child, and every command it forks is born there.
+			dir := filepath.Join(cg.pids, commandsCgroup)
+			if err := os.Mkdir(dir, 0o755); err != nil {
+				return fail(fmt.Errorf("isolate: create cgroup: %w", err))
+			}
+			cg.commands = dir
+			if err := write(dir, "pids.max", strconv.Itoa(pids)); err != nil {
+				return fail(err)
+			}
 		}
 	}
 	if memBytes > 0 {
@@ -248,14 +267,19 @@ func (cg *sandboxCgroups) tasks() []int {
 	if dir == "" {
 		return nil
 	}
-	b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
-	if err != nil {
-		return nil
-	}
 	var pids []int
-	for _, l := range strings.Fields(string(b)) {
-		if p, err := strconv.Atoi(l); err == nil {
-			pids = append(pids, p)
+	for _, d := range []string{dir, cg.commands} {
+		if d == "" {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(d, "cgroup.procs"))
+		if err != nil {
+			continue
+		}
+		for _, l := range strings.Fields(string(b)) {
+			if p, err := strconv.Atoi(l); err == nil {
+				pids = append(pids, p)
+			}
 		}
 	}
 	return pids
@@ -367,7 +391,11 @@ func (cg *sandboxCgroups) killAll() error {
 // little for killed tasks to be reaped.
 func (cg *sandboxCgroups) remove() error {
 	var errs []error
-	for _, d := range cg.all {
+	dirs := cg.all
+	if cg.commands != "" {
+		dirs = append([]string{cg.commands}, dirs...)
+	}
+	for _, d := range dirs {
 		var err error
 		for i := 0; i < 200; i++ {
 			if err = os.Remove(d); err == nil || errors.Is(err, os.ErrNotExist) {
@@ -380,7 +408,7 @@ func (cg *sandboxCgroups) remove() error {
 			errs = append(errs, fmt.Errorf("isolate: remove cgroup: %w", err))
 		}
 	}
-	cg.all = nil
+	cg.all, cg.commands = nil, ""
 	return errors.Join(errs...)
 }
 
@@ -408,6 +436,7 @@ func removeStaleCgroups(b cgroupBases) {
 				continue
 			}
 			if syscall.Kill(pid, 0) == syscall.ESRCH {
+				os.Remove(filepath.Join(base, e.Name(), commandsCgroup))
 				os.Remove(filepath.Join(base, e.Name()))
 			}
 		}

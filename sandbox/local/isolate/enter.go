@@ -8,7 +8,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
-	"syscall"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -22,20 +22,26 @@ const (
 	StageAgent = "agent"
 )
 
-// File descriptors of both stages: the configuration (read to EOF) and
-// the agent's stream.
+// File descriptors of both stages: the configuration (read to EOF), the
+// agent's stream and, with Plan.CommandsCgroup, the tasks file of the
+// commands' pids cgroup (see CommandSpawner).
 const (
-	ConfigFD = 3
-	StreamFD = 4
+	ConfigFD         = 3
+	StreamFD         = 4
+	CommandsCgroupFD = 5
 )
 
 // Enter builds the boundary described by spec (as returned by
 // Handle.Spec) around the calling process and execs /proc/self/exe as
 // stage agent, with fd 3 a fresh memfd holding cfg, fd 4 the stream and no
-// other descriptor beyond stdio. It must run on the main goroutine locked
-// to its thread, before the program starts other work; it returns only on
-// failure, leaving the process half-confined: the caller reports the error
-// and exits.
+// other descriptor beyond stdio. It is the slow path, for the boundaries
+// whose setup needs Go code between the steps (a disk quota, whose tmpfs
+// is seeded with a copy of the workspace); Handle.Launch uses it only
+// then, and otherwise runs the same steps in a forked child with no stage
+// init at all. It must run on the main goroutine locked to its thread,
+// before the program starts other work; it returns only on failure,
+// leaving the process half-confined: the caller reports the error and
+// exits.
 func Enter(spec Spec, cfg []byte) error {
 	runtime.LockOSThread() // never unlocked: this thread execs or dies
 	if spec.Plan == nil {
@@ -53,79 +59,187 @@ func Enter(spec Spec, cfg []byte) error {
 	if _, err := unix.Seek(cfgFD, 0, 0); err != nil {
 		return fmt.Errorf("isolate: seek config: %w", err)
 	}
-	exe, err := exeRule()
+	// Out of the way of the descriptors it is moved to (it may have got
+	// fd 3, freed by the caller's read of the configuration).
+	if cfgFD, err = unix.FcntlInt(uintptr(cfgFD), unix.F_DUPFD_CLOEXEC, 10); err != nil {
+		return fmt.Errorf("isolate: config fd: %w", err)
+	}
+	exeFD, err := unix.Open("/proc/self/exe", unix.O_PATH|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("isolate: open /proc/self/exe: %w", err)
+	}
+	if spec.Tier == driver.TierNamespace && os.Getpid() != 1 {
+		return errors.New("isolate: the namespace tier must run as PID 1 of a new pid namespace (use Handle.SysProcAttr)")
+	}
+	p, err := buildProgram(&spec, stageFDs{config: cfgFD, stream: StreamFD, exe: exeFD, inPlace: true}, []string{os.Args[0]})
 	if err != nil {
 		return err
+	}
+	for next := 0; ; {
+		n, hook, e := p.run(next)
+		if e != 0 {
+			return fmt.Errorf("isolate: %s: %w", p.ops[n].what, e)
+		}
+		if !hook {
+			return errors.New("isolate: the setup program ended without exec")
+		}
+		// The only hook: seed the quota tmpfs with the workspace.
+		if err := copyTree(seedDir, quotaDir); err != nil {
+			return fmt.Errorf("isolate: copy the workspace into its quota tmpfs: %w", err)
+		}
+		next = n
+	}
+}
+
+// Where a quota'd workspace is staged inside the new root before
+// pivot_root: the host workspace at seedDir, its tmpfs at quotaDir.
+const (
+	newRoot  = "/tmp"
+	seedDir  = newRoot + "/.seed"
+	quotaDir = newRoot + WorkspaceInside
+)
+
+// stageFDs are the descriptors a program moves into place before execve.
+type stageFDs struct {
+	config, stream, exe int
+	// commands is the commands cgroup's tasks file (Plan.CommandsCgroup).
+	commands int
+	// stdin, stdout, stderr become fds 0-2 (forked child only; -1 keeps
+	// the inherited one).
+	stdin, stdout, stderr int
+	// inPlace: the program runs in stage init (Enter), where fds 0-2 and
+	// the stream (already fd 4) are in place and no parent waits for a
+	// sync byte.
+	inPlace bool
+	// syncR and syncW: the child waits for one byte on syncR (written once
+	// the uid maps and cgroups are in place) after closing its copy of
+	// syncW; errW receives a failure report.
+	syncR, syncW, errW int
+}
+
+// buildProgram turns spec into the setup program: in a forked child, the
+// wait for the parent and the process attributes stage init would get from
+// SysProcAttr; then the tier's layers (see buildNamespaces for the order
+// and what each step prevents); then the descriptors, Landlock, rlimits,
+// capabilities, seccomp and the execve of the agent stage.
+func buildProgram(spec *Spec, fds stageFDs, argv []string) (*program, error) {
+	p := &program{errFD: fds.errW}
+	if !fds.inPlace {
+		p.sys("close the sync pipe's write end", unix.SYS_CLOSE, uintptr(fds.syncW))
+		var b [8]byte
+		p.sys("wait for the host (uid map and cgroups)", unix.SYS_READ, uintptr(fds.syncR), addr(p, &b), 1).with(opWantOne)
+		p.sys("close the sync pipe", unix.SYS_CLOSE, uintptr(fds.syncR))
+		// Its own session: the host terminal's job-control signals do
+		// not reach the sandbox.
+		p.sys("setsid", unix.SYS_SETSID)
+		switch {
+		case spec.Tier == driver.TierNamespace:
+			// Root of the new user namespace (host: Plan.HostUID).
+			p.sys("setresgid 0", unix.SYS_SETRESGID, 0, 0, 0)
+			p.sys("setresuid 0", unix.SYS_SETRESUID, 0, 0, 0)
+		case spec.Plan.DropIdentity:
+			buildSwitchIdentity(p, spec.Plan.HostUID, spec.Plan.HostGID)
+		}
+		if spec.Tier == driver.TierNamespace {
+			// After the credential changes, which clear it. The launcher
+			// forks from a thread that lives as long as the host process,
+			// and the death of this PID 1 ends every process of the
+			// sandbox. The landlock tier's agent is no PID 1: killed, it
+			// would leave its commands behind. It notices the host's death
+			// as the end of its stream instead, and kills what it started.
+			p.sys("PR_SET_PDEATHSIG", unix.SYS_PRCTL, unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL))
+		}
 	}
 	var pol landlockPolicy
 	switch spec.Tier {
 	case driver.TierNamespace:
-		if err := enterNamespaces(&spec); err != nil {
-			return err
+		if err := buildNamespaces(p, spec); err != nil {
+			return nil, err
 		}
-		pol = namespacePolicy(&spec)
+		pol = namespacePolicy(spec)
 	case driver.TierLandlock:
-		if spec.Plan.DropIdentity {
-			if err := switchIdentity(spec.Plan.HostUID, spec.Plan.HostGID); err != nil {
-				return err
+		if fds.inPlace && spec.Plan.DropIdentity {
+			buildSwitchIdentity(p, spec.Plan.HostUID, spec.Plan.HostGID)
+		}
+		pol = landlockTierPolicy(spec)
+	default:
+		return nil, fmt.Errorf("isolate: cannot build tier %s", spec.Tier)
+	}
+	pol.rules = append(pol.rules, landlockRule{path: "the sandbox's own binary", fd: fds.exe, access: llExec | unix.LANDLOCK_ACCESS_FS_READ_FILE, file: true})
+
+	// Descriptors for stage agent: 3 = config, 4 = stream, every other
+	// descriptor (the runtime's, anything inherited) closed at exec.
+	if !fds.inPlace {
+		for i, fd := range []int{fds.stdin, fds.stdout, fds.stderr} {
+			if fd >= 0 {
+				p.sys(fmt.Sprintf("dup fd %d", i), unix.SYS_DUP3, uintptr(fd), uintptr(i), 0)
+			} else {
+				p.sys(fmt.Sprintf("keep fd %d", i), unix.SYS_FCNTL, uintptr(i), unix.F_SETFD, 0).with(opIgnoreErr)
 			}
 		}
-		pol = landlockTierPolicy(&spec)
-	default:
-		return fmt.Errorf("isolate: Enter cannot build tier %s", spec.Tier)
 	}
-	pol.rules = append(pol.rules, exe)
-
-	// 4. rlimits (per-command ones come from WrapCommand). Pids fall
-	// back to RLIMIT_NPROC without a pids cgroup.
-	if err := applyRlimits(spec.Limits, !spec.Plan.PidsCgroup && !spec.Plan.NprocShared); err != nil {
-		return err
+	p.sys("dup the config fd", unix.SYS_DUP3, uintptr(fds.config), ConfigFD, 0)
+	if fds.stream == StreamFD {
+		p.sys("keep the stream fd", unix.SYS_FCNTL, StreamFD, unix.F_SETFD, 0)
+	} else {
+		p.sys("dup the stream fd", unix.SYS_DUP3, uintptr(fds.stream), StreamFD, 0)
 	}
-
-	// Descriptors for stage 2: 3 = config, 4 = stream, every other
-	// descriptor (the Go runtime's, anything inherited) closed at exec.
-	if cfgFD == ConfigFD {
-		if _, err := unix.FcntlInt(ConfigFD, unix.F_SETFD, 0); err != nil {
-			return fmt.Errorf("isolate: config fd: %w", err)
+	last := StreamFD
+	if spec.Plan.CommandsCgroup {
+		last = CommandsCgroupFD
+		if fds.inPlace {
+			p.sys("keep the commands cgroup fd", unix.SYS_FCNTL, CommandsCgroupFD, unix.F_SETFD, 0)
+		} else {
+			p.sys("dup the commands cgroup fd", unix.SYS_DUP3, uintptr(fds.commands), CommandsCgroupFD, 0)
 		}
-	} else if err := unix.Dup3(cfgFD, ConfigFD, 0); err != nil {
-		return fmt.Errorf("isolate: dup config fd: %w", err)
 	}
-	if _, err := unix.FcntlInt(StreamFD, unix.F_SETFD, 0); err != nil {
-		return fmt.Errorf("isolate: stream fd %d: %w", StreamFD, err)
-	}
-	if err := unix.CloseRange(StreamFD+1, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
-		return fmt.Errorf("isolate: close_range: %w", err)
-	}
+	p.sys("close_range", unix.SYS_CLOSE_RANGE, uintptr(last+1), ^uintptr(0), unix.CLOSE_RANGE_CLOEXEC)
 
 	// 5.-7. Landlock, capabilities and no_new_privs, seccomp: all on this
 	// thread, which then execs; the new image inherits exactly its state.
-	prog, err := seccompProgram(spec.Tier == driver.TierLandlock && !spec.Network)
+	filter, err := seccompProgram(spec.Tier == driver.TierLandlock && !spec.Network)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	// no_new_privs comes first (Landlock and seccomp need it without
 	// CAP_SYS_ADMIN); capabilities go last but before seccomp, which
 	// would not stop capset anyway.
-	if _, _, e := unix.RawSyscall6(unix.SYS_PRCTL, unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0, 0); e != 0 {
-		return fmt.Errorf("isolate: PR_SET_NO_NEW_PRIVS: %w", e)
-	}
+	p.sys("PR_SET_NO_NEW_PRIVS", unix.SYS_PRCTL, unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
 	if spec.Plan.LandlockABI > 0 {
-		if err := restrictLandlock(pol); err != nil {
-			return err
+		if err := buildLandlock(p, pol); err != nil {
+			return nil, err
 		}
 	}
-	if err := dropPrivileges(); err != nil {
-		return err
+	// Only the namespace tier holds capabilities here (in its own user
+	// namespace); the landlock tier dropped them with its identity or
+	// never had any.
+	buildDropPrivileges(p, spec.Tier == driver.TierNamespace)
+	// 4. rlimits (per-command ones come from WrapCommand). Pids fall
+	// back to RLIMIT_NPROC without a pids cgroup. After the Landlock
+	// steps: in a forked child every descriptor of the host is still open
+	// until execve, and a low RLIMIT_NOFILE would make their opens fail.
+	for _, r := range rlimitsFor(spec.Limits, !spec.Plan.PidsCgroup && !spec.Plan.NprocShared) {
+		lim := &unix.Rlimit{Cur: r.v, Max: r.v}
+		p.sys(fmt.Sprintf("%s=%d", r.name, r.v), unix.SYS_PRLIMIT64, 0, uintptr(r.res), addr(p, lim), 0)
 	}
-	if err := installSeccomp(prog); err != nil {
-		return err
+
+	p.keep = append(p.keep, filter)
+	fprog := &unix.SockFprog{Len: uint16(len(filter)), Filter: &filter[0]}
+	p.sys("seccomp(SET_MODE_FILTER)", unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, 0, addr(p, fprog))
+	if !fds.inPlace {
+		p.sys("restore the signal mask", unix.SYS_RT_SIGPROCMASK, unix.SIG_SETMASK, uintptr(unsafe.Pointer(&p.oldMask)), 0, 8)
 	}
-	argv := []string{os.Args[0]}
-	path := "/proc/self/exe"
 	env := []string{StageEnv + "=" + StageAgent}
-	err = syscall.Exec(path, argv, env)
-	return fmt.Errorf("isolate: exec stage agent: %w", err)
+	p.sys("exec stage agent", unix.SYS_EXECVEAT, uintptr(fds.exe), p.str(""), p.strv(argv), p.strv(env), unix.AT_EMPTY_PATH)
+	return p, nil
+}
+
+// buildSwitchIdentity makes the process uid/gid with no supplementary
+// groups (the landlock tier started as root).
+func buildSwitchIdentity(p *program, uid, gid int) {
+	p.sys("setgroups", unix.SYS_SETGROUPS, 0, 0)
+	p.sys("setresgid", unix.SYS_SETRESGID, uintptr(gid), uintptr(gid), uintptr(gid))
+	p.sys("setresuid", unix.SYS_SETRESUID, uintptr(uid), uintptr(uid), uintptr(uid))
 }
 
 // namespacePolicy is the Landlock layer of the namespace tier. The mount
@@ -148,16 +262,55 @@ func namespacePolicy(spec *Spec) landlockPolicy {
 func landlockTierPolicy(spec *Spec) landlockPolicy {
 	pol := landlockPolicy{abi: spec.Plan.LandlockABI, denyTCP: !spec.Network}
 	for _, p := range spec.readOnlyPaths() {
-		pol.rules = append(pol.rules, landlockRule{path: p, fd: -1, access: llRead | llExec})
+		pol.rules = append(pol.rules, landlockRule{path: p, fd: -1, access: llRead | llExec, host: true})
 	}
 	rw := uint64(llAll &^ unix.LANDLOCK_ACCESS_FS_IOCTL_DEV)
 	pol.rules = append(pol.rules,
-		landlockRule{path: spec.HostWorkspace, fd: -1, access: rw},
-		landlockRule{path: spec.Plan.TmpDir, fd: -1, access: rw},
-		landlockRule{path: "/dev", fd: -1, access: llRead | unix.LANDLOCK_ACCESS_FS_WRITE_FILE | unix.LANDLOCK_ACCESS_FS_IOCTL_DEV},
-		landlockRule{path: "/proc", fd: -1, access: llRead | unix.LANDLOCK_ACCESS_FS_WRITE_FILE},
+		landlockRule{path: spec.HostWorkspace, fd: -1, access: rw, host: true},
+		landlockRule{path: spec.Plan.TmpDir, fd: -1, access: rw, host: true},
+		landlockRule{path: "/dev", fd: -1, access: llRead | unix.LANDLOCK_ACCESS_FS_WRITE_FILE | unix.LANDLOCK_ACCESS_FS_IOCTL_DEV, host: true},
+		landlockRule{path: "/proc", fd: -1, access: llRead | unix.LANDLOCK_ACCESS_FS_WRITE_FILE, host: true},
 	)
 	return pol
+}
+
+// CommandSpawner returns the function every process start of the agent
+// must run through, or nil where any thread may start processes. With
+// Plan.CommandsCgroup it moves one locked thread of the agent into the
+// commands' pids cgroup (a v1 cgroup moves single threads) through
+// CommandsCgroupFD, closes that descriptor, and runs each start on that
+// thread, so commands are born in the cgroup limited to Limits.Pids while
+// the agent's other threads keep their reserve in the parent.
+func CommandSpawner(spec Spec) (func(start func()), error) {
+	if spec.Plan == nil || !spec.Plan.CommandsCgroup {
+		return nil, nil
+	}
+	reqs := make(chan func())
+	joined := make(chan error)
+	go func() {
+		runtime.LockOSThread() // never unlocked: this thread is in another cgroup
+		f := os.NewFile(CommandsCgroupFD, "commands-cgroup-tasks")
+		_, err := f.Write([]byte("0"))
+		f.Close()
+		joined <- err
+		if err != nil {
+			return
+		}
+		for start := range reqs {
+			start()
+		}
+	}()
+	if err := <-joined; err != nil {
+		return nil, fmt.Errorf("isolate: join the commands' pids cgroup: %w", err)
+	}
+	return func(start func()) {
+		done := make(chan struct{})
+		reqs <- func() {
+			defer close(done)
+			start()
+		}
+		<-done
+	}, nil
 }
 
 // Complete runs at the start of stage agent, before it serves anything. It
@@ -203,7 +356,7 @@ func CompleteAsync(spec Spec) (processesReady <-chan struct{}, err error) {
 			return nil, fmt.Errorf("isolate: PR_SET_CHILD_SUBREAPER: %w", err)
 		}
 	}
-	if spec.Limits.Pids <= 0 {
+	if spec.Limits.Pids <= 0 || spec.Plan.CommandsCgroup {
 		close(ready)
 		return ready, nil
 	}
@@ -238,240 +391,165 @@ func warmThreads(n int) {
 	done.Wait()
 }
 
-// enterNamespaces does steps 1-3 of the layering: the new root, pivot_root,
-// hostname, loopback. It runs as uid 0 of the new user namespace with full
-// capabilities there and none on the host.
-func enterNamespaces(spec *Spec) error {
-	if os.Getpid() != 1 {
-		return errors.New("isolate: the namespace tier must run as PID 1 of a new pid namespace (use Handle.SysProcAttr)")
-	}
+// buildNamespaces adds steps 1-3 of the layering: the new root,
+// pivot_root, hostname, loopback. They run as uid 0 of the new user
+// namespace with full capabilities there and none on the host, in PID 1 of
+// the new pid namespace. The host paths are looked at here, by the
+// builder, whose view of them is the one the new mount namespace copied.
+func buildNamespaces(p *program, spec *Spec) error {
 	// Nothing done below may propagate back to the host's mounts.
-	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
-		return fmt.Errorf("isolate: make / private: %w", err)
-	}
+	p.sys("make / private", unix.SYS_MOUNT, p.str(""), p.str("/"), p.str(""), unix.MS_REC|unix.MS_PRIVATE, 0)
 	// Detached, recursive, read-only clones of the host paths, made
 	// before anything hides them. mount_setattr(AT_RECURSIVE) is the only
 	// way to make every submount read-only: MS_REMOUNT|MS_RDONLY is not
 	// recursive and let a sandbox write into /sys/fs/cgroup.
+	clone := func(host string, attr uint64, flags uintptr) int {
+		s := p.slot()
+		p.sys("open_tree "+host, unix.SYS_OPEN_TREE, atCWD, p.str(host), unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|flags).into(s)
+		ma := &unix.MountAttr{Attr_set: attr}
+		p.sys("mount_setattr "+host, unix.SYS_MOUNT_SETATTR, 0, p.str(""), unix.AT_EMPTY_PATH|flags, addr(p, ma), unsafe.Sizeof(*ma)).slotArg(0, s)
+		return s
+	}
 	type tree struct {
 		inside string
-		fd     int
+		slot   int
 		link   string // symlink target instead of a tree
 	}
 	var trees []tree
-	defer func() {
-		for _, t := range trees {
-			if t.fd >= 0 {
-				unix.Close(t.fd)
-			}
-		}
-	}()
-	clone := func(host string, attr uint64) (int, error) {
-		fd, err := unix.OpenTree(unix.AT_FDCWD, host, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE)
-		if err != nil {
-			return -1, fmt.Errorf("isolate: open_tree %s: %w", host, err)
-		}
-		ma := unix.MountAttr{Attr_set: attr}
-		if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, &ma); err != nil {
-			unix.Close(fd)
-			return -1, fmt.Errorf("isolate: mount_setattr %s: %w", host, err)
-		}
-		return fd, nil
-	}
 	const roAttr = unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV
-	for _, p := range spec.readOnlyPaths() {
-		fi, err := os.Lstat(p)
+	for _, path := range spec.readOnlyPaths() {
+		fi, err := os.Lstat(path)
 		if err != nil {
 			continue // the host lacks it
 		}
 		if fi.Mode()&os.ModeSymlink != 0 {
-			target, err := os.Readlink(p)
+			target, err := os.Readlink(path)
 			if err != nil {
 				return fmt.Errorf("isolate: %w", err)
 			}
-			trees = append(trees, tree{inside: p, fd: -1, link: target})
+			trees = append(trees, tree{inside: path, link: target})
 			continue
 		}
-		fd, err := clone(p, roAttr)
-		if err != nil {
-			return err
-		}
-		trees = append(trees, tree{inside: p, fd: fd})
+		trees = append(trees, tree{inside: path, slot: clone(path, roAttr, unix.AT_RECURSIVE)})
 	}
-	wsFD, err := clone(spec.HostWorkspace, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV)
-	if err != nil {
-		return err
+	wsSlot := clone(spec.HostWorkspace, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV, unix.AT_RECURSIVE)
+	devs := []string{"null", "zero", "full", "random", "urandom", "tty"}
+	devSlots := make([]int, len(devs))
+	for i, d := range devs {
+		devSlots[i] = clone("/dev/"+d, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NOEXEC, 0)
 	}
-	defer unix.Close(wsFD)
-	devFDs := map[string]int{}
-	defer func() {
-		for _, fd := range devFDs {
-			unix.Close(fd)
+
+	in := func(path string) string { return filepath.Join(newRoot, path) }
+	made := map[string]bool{newRoot: true}
+	var mkdirs func(path string)
+	mkdirs = func(path string) {
+		full := in(path)
+		if made[full] {
+			return
 		}
-	}()
-	for _, d := range []string{"null", "zero", "full", "random", "urandom", "tty"} {
-		fd, err := unix.OpenTree(unix.AT_FDCWD, "/dev/"+d, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
-		if err != nil {
-			return fmt.Errorf("isolate: open_tree /dev/%s: %w", d, err)
+		if parent := filepath.Dir(path); parent != path {
+			mkdirs(parent)
 		}
-		ma := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NOEXEC}
-		if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH, &ma); err != nil {
-			unix.Close(fd)
-			return fmt.Errorf("isolate: mount_setattr /dev/%s: %w", d, err)
-		}
-		devFDs[d] = fd
+		made[full] = true
+		p.sys("mkdir "+full, unix.SYS_MKDIRAT, atCWD, p.str(full), 0o755).with(opOKExist)
+	}
+	attach := func(s int, inside string) {
+		p.sys("attach "+inside, unix.SYS_MOVE_MOUNT, 0, p.str(""), atCWD, p.str(in(inside)), unix.MOVE_MOUNT_F_EMPTY_PATH).slotArg(0, s)
+		p.sys("close the tree of "+inside, unix.SYS_CLOSE, 0).slotArg(0, s)
+	}
+	mount := func(what, source, inside, fstype string, flags uintptr, data string) {
+		p.sys(what, unix.SYS_MOUNT, p.str(source), p.str(in(inside)), p.str(fstype), flags, p.str(data))
+	}
+	symlink := func(target, inside string) {
+		p.sys("symlink "+in(inside), unix.SYS_SYMLINKAT, p.str(target), atCWD, p.str(in(inside)))
 	}
 
 	// 1. The new root: a small tmpfs holding only mount points. The host's
 	// /tmp is covered by it in this mount namespace only; every host path
 	// needed later is already held as a detached tree.
-	const newRoot = "/tmp"
-	if err := unix.Mount("sandboxkit-root", newRoot, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "size=1m,nr_inodes=4096,mode=0755"); err != nil {
-		return fmt.Errorf("isolate: mount root tmpfs: %w", err)
-	}
-	in := func(p string) string { return filepath.Join(newRoot, p) }
-	mkdirs := func(p string) error {
-		if err := os.MkdirAll(in(p), 0o755); err != nil {
-			return fmt.Errorf("isolate: %w", err)
-		}
-		return nil
-	}
-	attach := func(fd int, inside string) error {
-		if err := unix.MoveMount(fd, "", unix.AT_FDCWD, in(inside), unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
-			return fmt.Errorf("isolate: attach %s: %w", inside, err)
-		}
-		return nil
-	}
+	p.sys("mount the root tmpfs", unix.SYS_MOUNT, p.str("sandboxkit-root"), p.str(newRoot), p.str("tmpfs"),
+		unix.MS_NOSUID|unix.MS_NODEV, p.str("size=1m,nr_inodes=4096,mode=0755"))
 	// 2. Read-only system paths at their usual places.
 	for _, t := range trees {
 		if t.link != "" {
-			if err := mkdirs(filepath.Dir(t.inside)); err != nil {
-				return err
-			}
-			if err := os.Symlink(t.link, in(t.inside)); err != nil {
-				return fmt.Errorf("isolate: %w", err)
-			}
+			mkdirs(filepath.Dir(t.inside))
+			symlink(t.link, t.inside)
 			continue
 		}
-		if err := mkdirs(t.inside); err != nil {
-			return err
-		}
-		if err := attach(t.fd, t.inside); err != nil {
-			return err
-		}
+		mkdirs(t.inside)
+		attach(t.slot, t.inside)
 	}
 	// The workspace: the host directory itself, or with a disk quota a
-	// tmpfs of that size holding a copy of it.
-	if err := mkdirs(WorkspaceInside); err != nil {
-		return err
-	}
+	// tmpfs of that size holding a copy of it (made by Enter's hook).
+	mkdirs(WorkspaceInside)
 	if q := spec.Limits.DiskBytes; q > 0 {
-		if err := mkdirs("/.seed"); err != nil {
-			return err
-		}
-		if err := attach(wsFD, "/.seed"); err != nil {
-			return err
-		}
-		if err := unix.Mount("sandboxkit-workspace", in(WorkspaceInside), "tmpfs", unix.MS_NOSUID|unix.MS_NODEV,
-			fmt.Sprintf("size=%d,nr_inodes=%d,mode=0755", q, inodesFor(q))); err != nil {
-			return fmt.Errorf("isolate: mount workspace tmpfs: %w", err)
-		}
-		if err := copyTree(in("/.seed"), in(WorkspaceInside)); err != nil {
-			return fmt.Errorf("isolate: copy the workspace into its quota tmpfs: %w", err)
-		}
-		if err := unix.Unmount(in("/.seed"), unix.MNT_DETACH); err != nil {
-			return fmt.Errorf("isolate: %w", err)
-		}
-		os.Remove(in("/.seed"))
-	} else if err := attach(wsFD, WorkspaceInside); err != nil {
-		return err
+		mkdirs("/.seed")
+		attach(wsSlot, "/.seed")
+		mount("mount the workspace tmpfs", "sandboxkit-workspace", WorkspaceInside, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV,
+			fmt.Sprintf("size=%d,nr_inodes=%d,mode=0755", q, inodesFor(q)))
+		p.hook("copy the workspace into its quota tmpfs")
+		p.sys("detach the seed", unix.SYS_UMOUNT2, p.str(seedDir), unix.MNT_DETACH)
+		p.sys("remove the seed mount point", unix.SYS_UNLINKAT, atCWD, p.str(seedDir), unix.AT_REMOVEDIR)
+	} else {
+		attach(wsSlot, WorkspaceInside)
 	}
 	// A private /tmp with a hard size: ENOSPC at the limit.
-	if err := mkdirs("/tmp"); err != nil {
-		return err
-	}
+	mkdirs("/tmp")
 	tb := spec.tmpBytes()
-	if err := unix.Mount("sandboxkit-tmp", in("/tmp"), "tmpfs", unix.MS_NOSUID|unix.MS_NODEV,
-		fmt.Sprintf("size=%d,nr_inodes=%d,mode=1777", tb, inodesFor(tb))); err != nil {
-		return fmt.Errorf("isolate: mount /tmp: %w", err)
-	}
+	mount("mount /tmp", "sandboxkit-tmp", "/tmp", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV,
+		fmt.Sprintf("size=%d,nr_inodes=%d,mode=1777", tb, inodesFor(tb)))
 	// A fresh /proc shows only this pid namespace. It must be mounted
 	// while the host's /proc is still visible (the kernel refuses a proc
 	// mount in a user namespace that could not see one).
-	if err := mkdirs("/proc"); err != nil {
-		return err
-	}
-	if err := unix.Mount("proc", in("/proc"), "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
-		return fmt.Errorf("isolate: mount /proc: %w", err)
-	}
+	mkdirs("/proc")
+	mount("mount /proc", "proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "")
 	// A minimal /dev: the harmless character devices, a private devpts.
-	if err := mkdirs("/dev"); err != nil {
-		return err
+	mkdirs("/dev")
+	mount("mount /dev", "sandboxkit-dev", "/dev", "tmpfs", unix.MS_NOSUID|unix.MS_NOEXEC, "size=64k,nr_inodes=64,mode=0755")
+	for i, d := range devs {
+		s := p.slot()
+		p.sys("create /dev/"+d, unix.SYS_OPENAT, atCWD, p.str(in("/dev/"+d)), unix.O_CREAT|unix.O_WRONLY|unix.O_CLOEXEC, 0o666).into(s)
+		p.sys("close /dev/"+d, unix.SYS_CLOSE, 0).slotArg(0, s)
+		attach(devSlots[i], "/dev/"+d)
 	}
-	if err := unix.Mount("sandboxkit-dev", in("/dev"), "tmpfs", unix.MS_NOSUID|unix.MS_NOEXEC, "size=64k,nr_inodes=64,mode=0755"); err != nil {
-		return fmt.Errorf("isolate: mount /dev: %w", err)
+	mkdirs("/dev/pts")
+	mount("mount devpts", "devpts", "/dev/pts", "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620")
+	for _, l := range [][2]string{{"ptmx", "pts/ptmx"}, {"fd", "/proc/self/fd"}, {"stdin", "/proc/self/fd/0"},
+		{"stdout", "/proc/self/fd/1"}, {"stderr", "/proc/self/fd/2"}, {"shm", "/tmp"}} {
+		symlink(l[1], "/dev/"+l[0])
 	}
-	for d, fd := range devFDs {
-		f, err := os.OpenFile(in("/dev/"+d), os.O_CREATE|os.O_WRONLY, 0o666)
-		if err != nil {
-			return fmt.Errorf("isolate: %w", err)
-		}
-		f.Close()
-		if err := attach(fd, "/dev/"+d); err != nil {
-			return err
-		}
-	}
-	if err := mkdirs("/dev/pts"); err != nil {
-		return err
-	}
-	if err := unix.Mount("devpts", in("/dev/pts"), "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620"); err != nil {
-		return fmt.Errorf("isolate: mount devpts: %w", err)
-	}
-	for name, target := range map[string]string{"ptmx": "pts/ptmx", "fd": "/proc/self/fd", "stdin": "/proc/self/fd/0",
-		"stdout": "/proc/self/fd/1", "stderr": "/proc/self/fd/2", "shm": "/tmp"} {
-		if err := os.Symlink(target, in("/dev/"+name)); err != nil {
-			return fmt.Errorf("isolate: %w", err)
-		}
-	}
-	ro := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}
-	if err := unix.MountSetattr(unix.AT_FDCWD, in("/dev"), 0, &ro); err != nil {
-		return fmt.Errorf("isolate: make /dev read-only: %w", err)
-	}
+	ro := &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}
+	p.sys("make /dev read-only", unix.SYS_MOUNT_SETATTR, atCWD, p.str(in("/dev")), 0, addr(p, ro), unsafe.Sizeof(*ro))
 	// The root itself read-only: no new top-level files or mount points.
-	if err := unix.MountSetattr(unix.AT_FDCWD, newRoot, 0, &ro); err != nil {
-		return fmt.Errorf("isolate: make / read-only: %w", err)
-	}
+	p.sys("make / read-only", unix.SYS_MOUNT_SETATTR, atCWD, p.str(newRoot), 0, addr(p, ro), unsafe.Sizeof(*ro))
 	// pivot_root(".", ".") stacks the old root on the new one; the detach
 	// then drops every host mount from this namespace.
-	if err := unix.Chdir(newRoot); err != nil {
-		return fmt.Errorf("isolate: %w", err)
-	}
-	if err := unix.PivotRoot(".", "."); err != nil {
-		return fmt.Errorf("isolate: pivot_root: %w", err)
-	}
-	if err := unix.Unmount(".", unix.MNT_DETACH); err != nil {
-		return fmt.Errorf("isolate: detach the old root: %w", err)
-	}
-	if err := unix.Chdir("/"); err != nil {
-		return fmt.Errorf("isolate: %w", err)
-	}
-	// Its own cgroup namespace, now that Started has put it in its
+	p.sys("chdir to the new root", unix.SYS_CHDIR, p.str(newRoot))
+	p.sys("pivot_root", unix.SYS_PIVOT_ROOT, p.str("."), p.str("."))
+	p.sys("detach the old root", unix.SYS_UMOUNT2, p.str("."), unix.MNT_DETACH)
+	p.sys("chdir /", unix.SYS_CHDIR, p.str("/"))
+	// Its own cgroup namespace, now that the host has put it in its
 	// cgroups: /proc/self/cgroup shows "/" and no host path.
-	if err := unix.Unshare(unix.CLONE_NEWCGROUP); err != nil {
-		return fmt.Errorf("isolate: unshare cgroup namespace: %w", err)
-	}
+	p.sys("unshare the cgroup namespace", unix.SYS_UNSHARE, unix.CLONE_NEWCGROUP)
 	// 3. Hostname, loopback.
 	host := spec.Hostname
 	if host == "" {
 		host = "sandbox"
 	}
-	if err := unix.Sethostname([]byte(host)); err != nil {
-		return fmt.Errorf("isolate: sethostname: %w", err)
-	}
+	p.sys("sethostname", unix.SYS_SETHOSTNAME, p.str(host), uintptr(len(host)))
 	if !spec.Network {
-		if err := loopbackUp(); err != nil {
+		// Programs inside may talk to themselves over 127.0.0.1, and
+		// there is no other interface.
+		s := p.slot()
+		p.sys("socket for lo", unix.SYS_SOCKET, unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0).into(s)
+		ifr, err := unix.NewIfreq("lo")
+		if err != nil {
 			return err
 		}
+		ifr.SetUint16(unix.IFF_UP | unix.IFF_LOOPBACK | unix.IFF_RUNNING)
+		p.keep = append(p.keep, ifr)
+		p.sys("bring lo up", unix.SYS_IOCTL, 0, unix.SIOCSIFFLAGS, uintptr(unsafe.Pointer(ifr))).slotArg(0, s)
+		p.sys("close the lo socket", unix.SYS_CLOSE, 0).slotArg(0, s)
 	}
 	return nil
 }
@@ -480,26 +558,4 @@ func enterNamespaces(spec *Spec) error {
 // at least 1024) so that a flood of empty files also stops.
 func inodesFor(size int64) int64 {
 	return max(size/4096, 1024)
-}
-
-// loopbackUp brings up lo in the new net namespace: programs inside may
-// talk to themselves over 127.0.0.1, and there is no other interface.
-func loopbackUp() error {
-	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return fmt.Errorf("isolate: socket for lo: %w", err)
-	}
-	defer unix.Close(fd)
-	ifr, err := unix.NewIfreq("lo")
-	if err != nil {
-		return err
-	}
-	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
-		return fmt.Errorf("isolate: lo flags: %w", err)
-	}
-	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP | unix.IFF_RUNNING)
-	if err := unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr); err != nil {
-		return fmt.Errorf("isolate: lo up: %w", err)
-	}
-	return nil
 }

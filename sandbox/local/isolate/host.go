@@ -126,6 +126,7 @@ func Prepare(spec Spec) (*Handle, error) {
 			h.Cleanup()
 			return nil, err
 		}
+		plan.CommandsCgroup = h.cg.commands != ""
 	}
 	return h, nil
 }

@@ -3,6 +3,7 @@ package isolate
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"unsafe"
 
@@ -59,9 +60,15 @@ type landlockRule struct {
 	path   string
 	fd     int // used instead of path when >= 0
 	access uint64
+	// file marks a rule on a non-directory, which may carry only
+	// llFileOnly rights.
+	file bool
+	// host marks a path the builder can see (landlock tier): it is
+	// skipped where the host lacks it, and file is decided by a stat.
+	host bool
 }
 
-// landlockPolicy is what restrictLandlock applies.
+// landlockPolicy is what buildLandlock applies.
 type landlockPolicy struct {
 	abi   int
 	rules []landlockRule
@@ -70,15 +77,16 @@ type landlockPolicy struct {
 	denyTCP bool
 }
 
-// restrictLandlock creates the ruleset and restricts the calling thread.
-// no_new_privs must be set. Paths that do not exist are skipped (a
-// read-only path the host lacks).
-func restrictLandlock(pol landlockPolicy) error {
+// buildLandlock adds the steps that create the ruleset and restrict the
+// process to it; no_new_privs must be set before they run. A rule's path
+// is opened by the program itself (the namespace tier's paths exist only
+// after pivot_root); the builder decides which rules are on directories.
+func buildLandlock(p *program, pol landlockPolicy) error {
 	if pol.abi < 1 {
 		return errors.New("isolate: Landlock is not available")
 	}
 	fsMask := handledFS(pol.abi)
-	attr := unix.LandlockRulesetAttr{Handled_access_fs: fsMask}
+	attr := &unix.LandlockRulesetAttr{Handled_access_fs: fsMask}
 	if pol.denyTCP && pol.abi >= 4 {
 		attr.Handled_access_net = unix.LANDLOCK_ACCESS_NET_BIND_TCP | unix.LANDLOCK_ACCESS_NET_CONNECT_TCP
 	}
@@ -87,54 +95,41 @@ func restrictLandlock(pol landlockPolicy) error {
 		// connecting to abstract unix sockets created outside it.
 		attr.Scoped = unix.LANDLOCK_SCOPE_SIGNAL | unix.LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET
 	}
-	size := unsafe.Sizeof(attr)
+	size := unsafe.Sizeof(*attr)
 	if pol.abi < 6 {
 		size = unsafe.Offsetof(attr.Scoped)
 	}
-	rfd, _, e := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, uintptr(unsafe.Pointer(&attr)), size, 0)
-	if e != 0 {
-		return fmt.Errorf("isolate: landlock_create_ruleset: %w", e)
-	}
-	defer unix.Close(int(rfd))
+	rs := p.slot()
+	p.sys("landlock_create_ruleset", unix.SYS_LANDLOCK_CREATE_RULESET, addr(p, attr), size, 0).into(rs)
 	for _, r := range pol.rules {
-		fd := r.fd
-		if fd < 0 {
-			var err error
-			fd, err = unix.Open(r.path, unix.O_PATH|unix.O_CLOEXEC, 0)
-			if errors.Is(err, unix.ENOENT) {
+		if r.host {
+			fi, err := os.Stat(r.path)
+			if errors.Is(err, fs.ErrNotExist) {
 				continue
 			}
 			if err != nil {
 				return fmt.Errorf("isolate: landlock rule for %s: %w", r.path, err)
 			}
-			defer unix.Close(fd)
+			r.file = !fi.IsDir()
 		}
 		access := r.access & fsMask
-		var st unix.Stat_t
-		if err := unix.Fstat(fd, &st); err != nil {
-			return fmt.Errorf("isolate: landlock rule for %s: %w", r.path, err)
-		}
-		if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		if r.file {
 			access &= llFileOnly
 		}
-		pb := unix.LandlockPathBeneathAttr{Allowed_access: access, Parent_fd: int32(fd)}
-		_, _, e := unix.Syscall6(unix.SYS_LANDLOCK_ADD_RULE, rfd, unix.LANDLOCK_RULE_PATH_BENEATH, uintptr(unsafe.Pointer(&pb)), 0, 0, 0)
-		if e != 0 {
-			return fmt.Errorf("isolate: landlock rule for %s: %w", r.path, e)
+		pb := &unix.LandlockPathBeneathAttr{Allowed_access: access, Parent_fd: int32(r.fd)}
+		p.keep = append(p.keep, pb)
+		var s int
+		if r.fd < 0 {
+			s = p.slot()
+			p.sys("open "+r.path+" for its Landlock rule", unix.SYS_OPENAT, atCWD, p.str(r.path), unix.O_PATH|unix.O_CLOEXEC).into(s)
+			p.patchInt32(&pb.Parent_fd, s)
+		}
+		p.sys("landlock rule for "+r.path, unix.SYS_LANDLOCK_ADD_RULE, 0, unix.LANDLOCK_RULE_PATH_BENEATH, uintptr(unsafe.Pointer(pb)), 0).slotArg(0, rs)
+		if r.fd < 0 {
+			p.sys("close "+r.path, unix.SYS_CLOSE, 0).slotArg(0, s)
 		}
 	}
-	if _, _, e := unix.Syscall(unix.SYS_LANDLOCK_RESTRICT_SELF, rfd, 0, 0); e != 0 {
-		return fmt.Errorf("isolate: landlock_restrict_self: %w", e)
-	}
+	p.sys("landlock_restrict_self", unix.SYS_LANDLOCK_RESTRICT_SELF, 0, 0).slotArg(0, rs)
+	p.sys("close the Landlock ruleset", unix.SYS_CLOSE, 0).slotArg(0, rs)
 	return nil
-}
-
-// exeRule lets the restricted thread execute (and the agent re-read) the
-// program's own binary, which lies outside every other rule.
-func exeRule() (landlockRule, error) {
-	fd, err := unix.Open("/proc/self/exe", unix.O_PATH|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return landlockRule{}, fmt.Errorf("isolate: open /proc/self/exe: %w", err)
-	}
-	return landlockRule{path: os.Args[0], fd: fd, access: llExec | unix.LANDLOCK_ACCESS_FS_READ_FILE}, nil
 }

@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -57,7 +58,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv(helperEnv) != "" {
 		os.Exit(helperMain())
 	}
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/sandboxkit/sandboxkit/sandbox/local/isolate.OnLauncherThread.func1.1"))
 }
 
 func readConfig(cfg *testConfig) []byte {
@@ -91,8 +92,19 @@ func agentStage(cfg testConfig) int {
 	}
 	env := []string{"PATH=/usr/local/bin:/usr/bin:/bin", "TMPDIR=" + tmp, "HOME=" + dir, "LANG=C"}
 	argv := WrapCommand(cfg.Spec, []string{"/bin/sh", "-c", cfg.Probe})
-	pid, err := syscall.ForkExec(argv[0], argv, &syscall.ProcAttr{
-		Dir: dir, Env: env, Files: []uintptr{0, 1, 2}})
+	spawn, err := CommandSpawner(cfg.Spec)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "spawner:", err)
+		return 101
+	}
+	if spawn == nil {
+		spawn = func(f func()) { f() }
+	}
+	var pid int
+	spawn(func() {
+		pid, err = syscall.ForkExec(argv[0], argv, &syscall.ProcAttr{
+			Dir: dir, Env: env, Files: []uintptr{0, 1, 2}})
+	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "start probe:", err)
 		return 103
@@ -183,12 +195,31 @@ func newSpec(t testing.TB, tier driver.Tier) Spec {
 // box is one running test sandbox.
 type box struct {
 	h      *Handle
-	cmd    *exec.Cmd
+	proc   *os.Process
 	stdout *bufio.Reader
-	stderr bytes.Buffer
+	stderr lockedBuffer
+	errs   chan struct{} // closed when stderr has been copied to its end
 	outBuf bytes.Buffer
 	waited bool
 	code   int
+}
+
+// lockedBuffer collects the sandbox's stderr while tests read it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 func requireTier(t testing.TB, tier driver.Tier) {
@@ -205,19 +236,16 @@ func requireTier(t testing.TB, tier driver.Tier) {
 	}
 }
 
-// start launches spec with the probe the way the local backend does.
+// start launches spec with the probe the way the local backend does
+// (Handle.Launch).
 func start(t testing.TB, spec Spec, probe string) *box {
 	t.Helper()
 	h, err := Prepare(spec)
 	if err != nil {
 		t.Fatalf("Prepare: %v", err)
 	}
-	b := &box{h: h}
+	b := &box{h: h, errs: make(chan struct{})}
 	t.Cleanup(func() { b.close(t) })
-	cfgR, cfgW, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
 	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -227,30 +255,27 @@ func start(t testing.TB, spec Spec, probe string) *box {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command("/proc/self/exe")
-	cmd.Env = []string{StageEnv + "=" + StageInit}
-	cmd.ExtraFiles = []*os.File{cfgR, childEnd}
-	cmd.Stdout = outW
-	cmd.Stderr = &b.stderr
-	cmd.SysProcAttr = h.SysProcAttr()
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start: %v", err)
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
 	}
-	b.cmd = cmd
-	cfgR.Close()
+	go func() {
+		io.Copy(&b.stderr, errR)
+		errR.Close()
+		close(b.errs)
+	}()
+	raw, _ := json.Marshal(testConfig{Spec: h.Spec(), Probe: probe})
+	proc, err := h.Launch(LaunchRequest{Config: raw, Stream: childEnd, Stdout: outW, Stderr: errW})
 	childEnd.Close()
 	outW.Close()
+	errW.Close()
+	if err != nil {
+		t.Fatalf("Launch: %v", err)
+	}
+	b.proc = proc
 	t.Cleanup(func() { hostEnd.Close() })
 	b.stdout = bufio.NewReader(outR)
 	t.Cleanup(func() { outR.Close() })
-	if err := h.Started(cmd.Process.Pid); err != nil {
-		t.Fatalf("Started: %v", err)
-	}
-	raw, _ := json.Marshal(testConfig{Spec: h.Spec(), Probe: probe})
-	if _, err := cfgW.Write(raw); err != nil {
-		t.Fatal(err)
-	}
-	cfgW.Close()
 	return b
 }
 
@@ -270,16 +295,15 @@ func (b *box) wait(t testing.TB) (string, int) {
 	t.Helper()
 	rest, _ := io.ReadAll(b.stdout)
 	b.outBuf.Write(rest)
-	err := b.cmd.Wait()
+	st, err := b.proc.Wait()
 	b.waited = true
-	b.code = 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		b.code = ee.ExitCode()
-		if ws := ee.Sys().(syscall.WaitStatus); ws.Signaled() {
-			b.code = 128 + int(ws.Signal())
-		}
-	} else if err != nil {
+	if err != nil {
 		t.Fatal(err)
+	}
+	<-b.errs
+	b.code = st.ExitCode()
+	if ws := st.Sys().(syscall.WaitStatus); ws.Signaled() {
+		b.code = 128 + int(ws.Signal())
 	}
 	if b.code >= 100 && b.code < 110 {
 		t.Fatalf("sandbox setup failed (exit %d): %s", b.code, b.stderr.String())
@@ -292,9 +316,12 @@ func (b *box) close(t testing.TB) {
 		return
 	}
 	b.h.KillAll()
-	if b.cmd != nil && !b.waited {
-		b.cmd.Wait()
+	if b.proc != nil && !b.waited {
+		b.proc.Wait()
 		b.waited = true
+	}
+	if b.proc != nil {
+		<-b.errs
 	}
 	if err := b.h.Cleanup(); err != nil {
 		t.Errorf("Cleanup: %v", err)
@@ -326,7 +353,7 @@ func helperMain() int {
 	if b.line(t) != "ready" {
 		return 1
 	}
-	fmt.Printf("%d\n", b.cmd.Process.Pid)
+	fmt.Printf("%d\n", b.proc.Pid)
 	time.Sleep(time.Hour)
 	return 0
 }

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -28,54 +29,27 @@ const (
 		secbitKeepCapsLocked | secbitNoCapAmbientRaise | secbitNoCapAmbientLocked
 )
 
-// dropPrivileges removes every capability from the calling thread for good
-// and sets no_new_privs. With CAP_SETPCAP (namespace tier, or root) it also
-// empties the bounding set and locks the securebits; without it (an
-// unprivileged landlock tier) there is nothing to lock: the process has no
-// capabilities and no_new_privs stops setuid binaries from adding any.
-//
-// Each step is a raw syscall on the current thread: Go's own wrappers use
-// AllThreadsSyscall, which fails where cgo is linked.
-func dropPrivileges() error {
-	havePcap := hasCap(unix.CAP_SETPCAP)
+// buildDropPrivileges adds the steps that remove every capability for
+// good. With CAP_SETPCAP (havePcap: the namespace tier) they also empty the
+// bounding set and lock the securebits; without it (the landlock tier) there
+// is nothing to lock: the process has no capabilities and no_new_privs
+// stops setuid binaries from adding any. Each step is a raw syscall of the
+// one thread that execs: Go's own wrappers use AllThreadsSyscall, which
+// fails where cgo is linked.
+func buildDropPrivileges(p *program, havePcap bool) {
 	if havePcap {
-		if _, _, e := unix.RawSyscall6(unix.SYS_PRCTL, unix.PR_SET_SECUREBITS, lockedSecurebits, 0, 0, 0, 0); e != 0 {
-			return fmt.Errorf("isolate: PR_SET_SECUREBITS: %w", e)
-		}
+		p.sys("PR_SET_SECUREBITS", unix.SYS_PRCTL, unix.PR_SET_SECUREBITS, lockedSecurebits)
 		last := lastCap()
 		for c := 0; c <= last; c++ {
-			if _, _, e := unix.RawSyscall6(unix.SYS_PRCTL, unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0, 0); e != 0 && e != unix.EINVAL {
-				return fmt.Errorf("isolate: PR_CAPBSET_DROP %d: %w", c, e)
-			}
+			// EINVAL: a capability this kernel does not know.
+			p.sys(fmt.Sprintf("PR_CAPBSET_DROP %d", c), unix.SYS_PRCTL, unix.PR_CAPBSET_DROP, uintptr(c)).with(opIgnoreErr)
 		}
 	}
-	if _, _, e := unix.RawSyscall6(unix.SYS_PRCTL, unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0, 0); e != 0 {
-		return fmt.Errorf("isolate: PR_CAP_AMBIENT_CLEAR_ALL: %w", e)
-	}
-	if _, _, e := unix.RawSyscall6(unix.SYS_PRCTL, unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0, 0); e != 0 {
-		return fmt.Errorf("isolate: PR_SET_NO_NEW_PRIVS: %w", e)
-	}
-	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
-	var data [2]unix.CapUserData
-	if err := unix.Capset(&hdr, &data[0]); err != nil {
-		return fmt.Errorf("isolate: capset: %w", err)
-	}
-	return nil
-}
-
-// switchIdentity makes the calling thread uid/gid with no supplementary
-// groups (the landlock tier started as root).
-func switchIdentity(uid, gid int) error {
-	if _, _, e := unix.RawSyscall(unix.SYS_SETGROUPS, 0, 0, 0); e != 0 {
-		return fmt.Errorf("isolate: setgroups: %w", e)
-	}
-	if _, _, e := unix.RawSyscall(unix.SYS_SETRESGID, uintptr(gid), uintptr(gid), uintptr(gid)); e != 0 {
-		return fmt.Errorf("isolate: setresgid: %w", e)
-	}
-	if _, _, e := unix.RawSyscall(unix.SYS_SETRESUID, uintptr(uid), uintptr(uid), uintptr(uid)); e != 0 {
-		return fmt.Errorf("isolate: setresuid: %w", e)
-	}
-	return nil
+	p.sys("PR_CAP_AMBIENT_CLEAR_ALL", unix.SYS_PRCTL, unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+	hdr := &unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	data := &[2]unix.CapUserData{}
+	p.sys("capset", unix.SYS_CAPSET, addr(p, hdr), uintptr(unsafe.Pointer(&data[0])))
+	p.keep = append(p.keep, data)
 }
 
 func lastCap() int {
@@ -88,48 +62,48 @@ func lastCap() int {
 	return unix.CAP_LAST_CAP
 }
 
-func hasCap(c int) bool {
-	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
-	var data [2]unix.CapUserData
-	if err := unix.Capget(&hdr, &data[0]); err != nil {
-		return false
-	}
-	return data[c/32].Effective&(1<<(c%32)) != 0
-}
-
 // Rlimits applies the limits that hold for the agent as well as for every
 // command to the calling process: RLIMIT_FSIZE, RLIMIT_NOFILE, RLIMIT_CORE
 // 0 and, for Pids, RLIMIT_NPROC (with AgentTaskReserve added; it counts
 // every process of the uid). The process tier calls it in its stage init;
-// Enter calls it itself. CPU time and the RLIMIT_AS fallback for memory are
-// per command (see WrapCommand): a long-lived agent would exhaust a CPU
-// limit, and a Go agent cannot run under RLIMIT_AS. Soft and hard limits
-// are equal, so a sandboxed process cannot raise them.
-func Rlimits(l driver.Limits) error { return applyRlimits(l, true) }
-
-// applyRlimits sets the rlimits; nproc says whether Pids falls back to
-// RLIMIT_NPROC (no pids cgroup).
-func applyRlimits(l driver.Limits, nproc bool) error {
-	set := func(name string, res int, v uint64) error {
-		if err := syscall.Setrlimit(res, &syscall.Rlimit{Cur: v, Max: v}); err != nil {
-			return fmt.Errorf("isolate: %s=%d: %w", name, v, err)
-		}
-		return nil
-	}
+// the isolating tiers' setup program sets the same ones. CPU time and the
+// RLIMIT_AS fallback for memory are per command (see WrapCommand): a
+// long-lived agent would exhaust a CPU limit, and a Go agent cannot run
+// under RLIMIT_AS. Soft and hard limits are equal, so a sandboxed process
+// cannot raise them.
+func Rlimits(l driver.Limits) error {
 	var errs []error
-	errs = append(errs, set("RLIMIT_CORE", unix.RLIMIT_CORE, 0))
+	for _, r := range rlimitsFor(l, true) {
+		if err := syscall.Setrlimit(r.res, &syscall.Rlimit{Cur: r.v, Max: r.v}); err != nil {
+			errs = append(errs, fmt.Errorf("isolate: %s=%d: %w", r.name, r.v, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// rlimit is one resource limit to set.
+type rlimit struct {
+	name string
+	res  int
+	v    uint64
+}
+
+// rlimitsFor lists the rlimits of l; nproc says whether Pids falls back to
+// RLIMIT_NPROC (no pids cgroup).
+func rlimitsFor(l driver.Limits, nproc bool) []rlimit {
+	out := []rlimit{{"RLIMIT_CORE", unix.RLIMIT_CORE, 0}}
 	nofile := l.OpenFiles
 	if nofile <= 0 {
 		nofile = DefaultOpenFiles
 	}
-	errs = append(errs, set("RLIMIT_NOFILE", unix.RLIMIT_NOFILE, uint64(nofile)))
+	out = append(out, rlimit{"RLIMIT_NOFILE", unix.RLIMIT_NOFILE, uint64(nofile)})
 	if l.FileSizeBytes > 0 {
-		errs = append(errs, set("RLIMIT_FSIZE", unix.RLIMIT_FSIZE, uint64(l.FileSizeBytes)))
+		out = append(out, rlimit{"RLIMIT_FSIZE", unix.RLIMIT_FSIZE, uint64(l.FileSizeBytes)})
 	}
 	if nproc && l.Pids > 0 {
-		errs = append(errs, set("RLIMIT_NPROC", unix.RLIMIT_NPROC, uint64(l.Pids+AgentTaskReserve)))
+		out = append(out, rlimit{"RLIMIT_NPROC", unix.RLIMIT_NPROC, uint64(l.Pids + AgentTaskReserve)})
 	}
-	return errors.Join(errs...)
+	return out
 }
 
 // WrapCommand returns the argv that starts argv with the per-command

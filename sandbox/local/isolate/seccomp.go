@@ -3,7 +3,6 @@ package isolate
 import (
 	"fmt"
 	"runtime"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -124,17 +123,4 @@ func seccompProgram(socketFilter bool) (bpfProg, error) {
 		return nil, fmt.Errorf("isolate: seccomp program too long (%d)", len(p))
 	}
 	return p, nil
-}
-
-// installSeccomp loads the filter on the calling thread only (no TSYNC):
-// Enter runs it on the thread that then calls execve, and the new image
-// inherits it. no_new_privs must already be set.
-func installSeccomp(p bpfProg) error {
-	fprog := unix.SockFprog{Len: uint16(len(p)), Filter: &p[0]}
-	_, _, e := unix.RawSyscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, 0, uintptr(unsafe.Pointer(&fprog)))
-	runtime.KeepAlive(p)
-	if e != 0 {
-		return fmt.Errorf("isolate: seccomp(SET_MODE_FILTER): %w", e)
-	}
-	return nil
 }

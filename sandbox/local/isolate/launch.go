@@ -1,0 +1,353 @@
+package isolate
+
+import (
+	"encoding/binary"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sandboxkit/sandboxkit/sandbox/driver"
+)
+
+// LaunchRequest is the sandbox's first process, which Handle.Launch
+// starts inside the boundary: the agent stage of a binary that handles
+// StageEnv.
+type LaunchRequest struct {
+	// Exe is the binary; "" means /proc/self/exe.
+	Exe string
+	// Args is its argv.
+	Args []string
+	// Config is what the process reads from ConfigFD.
+	Config []byte
+	// Stream becomes StreamFD.
+	Stream *os.File
+	// Stdout and Stderr become fds 1 and 2; nil means /dev/null.
+	Stdout, Stderr *os.File
+}
+
+// Launch starts the sandbox's agent inside the boundary and places it in
+// its cgroups (Started). Where every step of the setup is a plain system
+// call, it forks the host process and builds the boundary in the child,
+// which then execs the agent stage: one exec in all. A boundary that needs
+// Go code in its setup (a disk quota, whose tmpfs is seeded with a copy of
+// the workspace) is built by stage init instead, which Launch starts with
+// SysProcAttr and which calls Enter. The returned process is the agent
+// (or stage init, which becomes it); the caller waits for it.
+func (h *Handle) Launch(req LaunchRequest) (*os.Process, error) {
+	if req.Exe == "" {
+		req.Exe = "/proc/self/exe"
+	}
+	if len(req.Args) == 0 {
+		req.Args = []string{"sandboxkit-agent"}
+	}
+	if h.spec.Limits.DiskBytes > 0 || runtime.GOARCH != "amd64" {
+		return h.launchStaged(req)
+	}
+	return h.launchForked(req)
+}
+
+// launchStaged starts stage init, which calls Enter.
+func (h *Handle) launchStaged(req LaunchRequest) (*os.Process, error) {
+	devnull, err := os.Open(os.DevNull)
+	if err != nil {
+		return nil, fmt.Errorf("isolate: %w", err)
+	}
+	defer devnull.Close()
+	cfgR, cfgW, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("isolate: config pipe: %w", err)
+	}
+	defer cfgR.Close()
+	defer cfgW.Close()
+	stdout, stderr := req.Stdout, req.Stderr
+	if stdout == nil {
+		stdout = devnull
+	}
+	if stderr == nil {
+		stderr = devnull
+	}
+	attr := &os.ProcAttr{
+		Env:   []string{StageEnv + "=" + StageInit},
+		Files: []*os.File{devnull, stdout, stderr, cfgR, req.Stream},
+		Sys:   h.SysProcAttr(),
+	}
+	if h.spec.Plan.CommandsCgroup {
+		f, err := os.OpenFile(filepath.Join(h.cg.commands, "tasks"), os.O_WRONLY, 0)
+		if err != nil {
+			return nil, fmt.Errorf("isolate: open the commands cgroup: %w", err)
+		}
+		defer f.Close()
+		attr.Files = append(attr.Files, f)
+	}
+	var proc *os.Process
+	OnLauncherThread(func() { proc, err = os.StartProcess(req.Exe, req.Args, attr) })
+	if err != nil {
+		return nil, fmt.Errorf("isolate: start stage init (%s): %w", req.Exe, err)
+	}
+	cfgR.Close()
+	if err := h.Started(proc.Pid); err != nil {
+		proc.Kill()
+		proc.Wait()
+		return nil, err
+	}
+	if _, err := cfgW.Write(req.Config); err != nil {
+		proc.Kill()
+		proc.Wait()
+		return nil, fmt.Errorf("isolate: send the configuration to stage init: %w", err)
+	}
+	return proc, nil
+}
+
+// launchForked runs the setup program in a forked child (see program).
+func (h *Handle) launchForked(req LaunchRequest) (_ *os.Process, err error) {
+	// Every descriptor the child moves into place is first copied to 10
+	// or above, so that moving one to 0-4 cannot overwrite another.
+	var childFDs []int
+	defer func() {
+		for _, fd := range childFDs {
+			unix.Close(fd)
+		}
+	}()
+	high := func(fd int, what string) (int, error) {
+		n, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 10)
+		if err != nil {
+			return -1, fmt.Errorf("isolate: %s: %w", what, err)
+		}
+		childFDs = append(childFDs, n)
+		return n, nil
+	}
+	fileFD := func(f *os.File, what string) (int, error) {
+		sc, err := f.SyscallConn()
+		if err != nil {
+			return -1, fmt.Errorf("isolate: %s: %w", what, err)
+		}
+		fd := -1
+		var ferr error
+		if err := sc.Control(func(raw uintptr) { fd, ferr = high(int(raw), what) }); err != nil {
+			return -1, fmt.Errorf("isolate: %s: %w", what, err)
+		}
+		return fd, ferr
+	}
+
+	memfd, err := unix.MemfdCreate("sandboxkit-config", unix.MFD_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("isolate: memfd_create: %w", err)
+	}
+	childFDs = append(childFDs, memfd)
+	if _, err := unix.Write(memfd, req.Config); err != nil {
+		return nil, fmt.Errorf("isolate: write the configuration: %w", err)
+	}
+	if _, err := unix.Seek(memfd, 0, io.SeekStart); err != nil {
+		return nil, fmt.Errorf("isolate: %w", err)
+	}
+	fds := stageFDs{stdin: -1, stdout: -1, stderr: -1}
+	if fds.config, err = high(memfd, "config fd"); err != nil {
+		return nil, err
+	}
+	if fds.stream, err = fileFD(req.Stream, "stream fd"); err != nil {
+		return nil, err
+	}
+	null, err := unix.Open(os.DevNull, unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("isolate: %w", err)
+	}
+	childFDs = append(childFDs, null)
+	if fds.stdin, err = high(null, "stdin"); err != nil {
+		return nil, err
+	}
+	fds.stdout, fds.stderr = fds.stdin, fds.stdin
+	if req.Stdout != nil {
+		if fds.stdout, err = fileFD(req.Stdout, "stdout"); err != nil {
+			return nil, err
+		}
+	}
+	if req.Stderr != nil {
+		if fds.stderr, err = fileFD(req.Stderr, "stderr"); err != nil {
+			return nil, err
+		}
+	}
+	exe, err := unix.Open(req.Exe, unix.O_PATH|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("isolate: open %s: %w", req.Exe, err)
+	}
+	childFDs = append(childFDs, exe)
+	if fds.exe, err = high(exe, "exe"); err != nil {
+		return nil, err
+	}
+	fds.commands = -1
+	if h.spec.Plan.CommandsCgroup {
+		f, err := os.OpenFile(filepath.Join(h.cg.commands, "tasks"), os.O_WRONLY, 0)
+		if err != nil {
+			return nil, fmt.Errorf("isolate: open the commands cgroup: %w", err)
+		}
+		defer f.Close()
+		if fds.commands, err = fileFD(f, "commands cgroup fd"); err != nil {
+			return nil, err
+		}
+	}
+	var syncP, errP [2]int
+	if err := unix.Pipe2(syncP[:], unix.O_CLOEXEC); err != nil {
+		return nil, fmt.Errorf("isolate: %w", err)
+	}
+	childFDs = append(childFDs, syncP[0])
+	syncW := syncP[1]
+	defer func() { unix.Close(syncW) }()
+	if err := unix.Pipe2(errP[:], unix.O_CLOEXEC); err != nil {
+		return nil, fmt.Errorf("isolate: %w", err)
+	}
+	childFDs = append(childFDs, errP[1])
+	errR := errP[0]
+	defer unix.Close(errR)
+	if fds.syncR, err = high(syncP[0], "sync pipe"); err != nil {
+		return nil, err
+	}
+	if fds.syncW, err = high(syncW, "sync pipe"); err != nil {
+		return nil, err
+	}
+	if fds.errW, err = high(errP[1], "error pipe"); err != nil {
+		return nil, err
+	}
+
+	p, err := buildProgram(&h.spec, fds, req.Args)
+	if err != nil {
+		return nil, err
+	}
+	flags := uintptr(syscall.SIGCHLD)
+	if h.spec.Tier == driver.TierNamespace {
+		// The cgroup namespace is entered by the program, after Started
+		// has moved the child into its cgroups, so that its root is the
+		// sandbox's own cgroup.
+		flags |= unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWIPC | unix.CLONE_NEWUTS
+		if !h.spec.Network {
+			flags |= unix.CLONE_NEWNET
+		}
+	}
+	var pid uintptr
+	var errno syscall.Errno
+	OnLauncherThread(func() {
+		if errno = p.blockSignals(); errno != 0 {
+			return
+		}
+		pid, errno = forkRun(p, flags)
+		p.restoreSignals()
+	})
+	runtime.KeepAlive(p)
+	if errno != 0 {
+		return nil, fmt.Errorf("isolate: clone: %w", errno)
+	}
+	// The parent's copies of the child's descriptors go now, so that the
+	// error pipe reads EOF once the child has exec'd.
+	for _, fd := range childFDs {
+		unix.Close(fd)
+	}
+	childFDs = nil
+	proc, err := os.FindProcess(int(pid))
+	if err != nil {
+		// Unreachable on Linux; the child waits for the sync byte and
+		// dies with the launcher thread's process if it never comes.
+		return nil, fmt.Errorf("isolate: %w", err)
+	}
+	fail := func(err error) (*os.Process, error) {
+		proc.Kill()
+		proc.Wait()
+		return nil, err
+	}
+	if h.spec.Tier == driver.TierNamespace {
+		if err := writeIDMaps(int(pid), h.spec.Plan.HostUID, h.spec.Plan.HostGID); err != nil {
+			return fail(err)
+		}
+	}
+	if err := h.Started(int(pid)); err != nil {
+		return fail(err)
+	}
+	if _, err := unix.Write(syncW, []byte{1}); err != nil {
+		return fail(fmt.Errorf("isolate: release the sandbox's setup: %w", err))
+	}
+	unix.Close(syncW)
+	syncW = -1
+	var report [8]byte
+	n, err := readFull(errR, report[:])
+	switch {
+	case n == 0 && err == nil:
+		return proc, nil // EOF: the child exec'd the agent
+	case n == len(report):
+		i := binary.NativeEndian.Uint32(report[:4])
+		e := syscall.Errno(binary.NativeEndian.Uint32(report[4:]))
+		what := "setup step"
+		if int(i) < len(p.ops) {
+			what = p.ops[i].what
+		}
+		return fail(fmt.Errorf("isolate: %s: %w", what, e))
+	default:
+		return fail(fmt.Errorf("isolate: reading the setup's report: %d bytes, %v", n, err))
+	}
+}
+
+// readFull reads until buf is full or EOF (err nil, n short).
+func readFull(fd int, buf []byte) (int, error) {
+	n := 0
+	for n < len(buf) {
+		m, err := unix.Read(fd, buf[n:])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return n, err
+		}
+		if m == 0 {
+			return n, nil
+		}
+		n += m
+	}
+	return n, nil
+}
+
+// writeIDMaps maps uid and gid 0 of the child's new user namespace to the
+// host's uid and gid, with setgroups denied (the one mapping an
+// unprivileged owner may write).
+func writeIDMaps(pid, uid, gid int) error {
+	for _, f := range []struct{ name, data string }{
+		{"setgroups", "deny"},
+		{"uid_map", fmt.Sprintf("0 %d 1\n", uid)},
+		{"gid_map", fmt.Sprintf("0 %d 1\n", gid)},
+	} {
+		if err := os.WriteFile(fmt.Sprintf("/proc/%d/%s", pid, f.name), []byte(f.data), 0); err != nil {
+			return fmt.Errorf("isolate: write the sandbox's %s: %w", f.name, err)
+		}
+	}
+	return nil
+}
+
+// launcher is the thread every sandbox is started from.
+var launcher struct {
+	once sync.Once
+	reqs chan func()
+}
+
+// OnLauncherThread runs f on one locked OS thread that lives as long as
+// the process. A sandbox's first process must be started there: its
+// parent-death signal fires when the *thread* that started it exits
+// (ISOLATION.md pitfall 8), and Go retires threads freely.
+func OnLauncherThread(f func()) {
+	launcher.once.Do(func() {
+		launcher.reqs = make(chan func())
+		go func() {
+			runtime.LockOSThread() // never unlocked
+			for f := range launcher.reqs {
+				f()
+			}
+		}()
+	})
+	done := make(chan struct{})
+	launcher.reqs <- func() {
+		defer close(done)
+		f()
+	}
+	<-done
+}

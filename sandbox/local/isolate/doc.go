@@ -20,23 +20,37 @@
 //
 // Host side: Prepare decides the plan for a Spec on this machine (tier,
 // cgroups, uid mapping) or refuses it with an error naming what is missing.
-// The launcher starts /proc/self/exe with Handle.SysProcAttr, calls
-// Handle.Started (which moves the child into its cgroups) and only then
-// writes the configuration to the child's fd 3. Freeze, Thaw, KillAll,
-// SaveWorkspace and Cleanup act on the running sandbox; Report says
-// exactly which mechanism enforces each control.
+// Handle.Launch starts the agent; Freeze, Thaw, KillAll, SaveWorkspace and
+// Cleanup act on the running sandbox; Report says exactly which mechanism
+// enforces each control.
 //
-// Child, stage "init": Enter runs on the locked main thread, applies the
-// whole boundary (see enter.go for the steps and what each one prevents)
-// and execs /proc/self/exe again as stage "agent". Every per-thread
-// attribute (capabilities, securebits, no_new_privs, the Landlock domain,
-// the seccomp filter) is set on the thread that calls execve, so the new
-// image starts with exactly that state and no other thread matters; this
-// also works where cgo is linked (go test -race), where
-// syscall.AllThreadsSyscall is unavailable.
+// Launch builds the whole boundary as a program: a flat list of system
+// calls whose arguments (paths, mount attributes, the Landlock rules, the
+// seccomp filter) are all computed by the host beforehand (program.go,
+// enter.go). It forks the host process from a locked, long-lived thread
+// (with the namespace flags in the namespace tier), writes the child's uid
+// and gid maps, moves it into its cgroups and releases it; the child runs
+// the program with no Go runtime behind it (nosplit, no allocation, the way
+// the syscall package's own forkExec child works) and ends in execve of
+// the agent stage. Every per-thread attribute (capabilities, securebits,
+// no_new_privs, the Landlock domain, the seccomp filter) is set on that one
+// thread, so the agent starts with exactly that state; this also works
+// where cgo is linked (go test -race), where syscall.AllThreadsSyscall is
+// unavailable. A failing step is reported to the host by its name and
+// errno. One exec in all: the setup costs no Go start of its own.
+//
+// A boundary whose setup needs Go code between the steps (a disk quota:
+// its tmpfs is seeded with a copy of the workspace) is built by stage
+// "init" instead: Launch starts the binary with SysProcAttr, and Enter runs
+// the same program there, with the copy at its hook, and execs the agent.
 //
 // Child, stage "agent": Complete checks that the boundary is in force and
-// makes the agent a child subreaper in the landlock tier.
+// makes the agent a child subreaper in the landlock tier. With a v1 pids
+// cgroup, CommandSpawner moves one thread of the agent into a child cgroup
+// limited to Limits.Pids, and every command is forked from it: a fork bomb
+// fills that child while the agent keeps AgentTaskReserve tasks of room in
+// the parent. Without one, Complete first makes the agent's threads while
+// the limit has room (the warm-up).
 //
 // # Tiers
 //

@@ -211,9 +211,9 @@ func (h *Handle) SysProcAttr() *syscall.SysProcAttr {
 	return a
 }
 
-// Started must be called right after the child was started and before its
-// configuration is written: it moves the child into the sandbox's cgroups
-// and keeps a pidfd for killing it without pid-reuse races.
+// Started is called by Launch right after the child was started and before
+// it may run: it moves the child into the sandbox's cgroups and keeps a
+// pidfd for killing it without pid-reuse races.
 func (h *Handle) Started(pid int) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()

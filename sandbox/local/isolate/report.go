@@ -78,6 +78,8 @@ func (h *Handle) Report() driver.Isolation {
 	switch {
 	case l.Pids <= 0:
 		add("pids", false, "no limit requested")
+	case p.PidsCgroup && p.CommandsCgroup:
+		add("pids", true, fmt.Sprintf("cgroup v1 pids.max=%d for the commands (a child cgroup every command is born in); the agent's own threads have %d more", l.Pids, AgentTaskReserve))
 	case p.PidsCgroup:
 		add("pids", true, cg(h.cg.pids, "pids.max", "pids.max")+"="+strconv.Itoa(l.Pids))
 	case p.NprocShared:

@@ -82,7 +82,9 @@ const (
 
 // AgentTaskReserve is added to Limits.Pids for the agent: pids cgroups and
 // RLIMIT_NPROC count threads, and the agent is a Go program whose runtime
-// aborts when it cannot create a thread. Complete (CompleteAsync) starts
+// aborts when it cannot create a thread. With a v1 pids cgroup the commands
+// live in a child cgroup limited to Limits.Pids (Plan.CommandsCgroup), so
+// the reserve stays the agent's. Elsewhere, Complete (CompleteAsync) starts
 // agentWarmThreads threads before the agent may start a process, so that a
 // fork bomb that fills the limit later does not starve the agent; the rest
 // of the reserve covers the runtime's own threads.

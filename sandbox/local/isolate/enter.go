@@ -230,6 +230,13 @@ func buildProgram(spec *Spec, fds stageFDs, argv []string) (*program, error) {
 		p.sys("restore the signal mask", unix.SYS_RT_SIGPROCMASK, unix.SIG_SETMASK, uintptr(unsafe.Pointer(&p.oldMask)), 0, 8)
 	}
 	env := []string{StageEnv + "=" + StageAgent}
+	if spec.Limits.Pids <= 0 || spec.Plan.CommandsCgroup {
+		// The agent waits far more than it computes and narrows itself
+		// to one P anyway; starting with one saves the runtime the
+		// threads and per-P state of the others. Not where it warms its
+		// threads first (CompleteAsync), which one P would serialize.
+		env = append(env, "GOMAXPROCS=1")
+	}
 	p.sys("exec stage agent", unix.SYS_EXECVEAT, uintptr(fds.exe), p.str(""), p.strv(argv), p.strv(env), unix.AT_EMPTY_PATH)
 	return p, nil
 }

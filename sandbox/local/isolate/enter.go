@@ -108,13 +108,17 @@ type stageFDs struct {
 	// the inherited one).
 	stdin, stdout, stderr int
 	// inPlace: the program runs in stage init (Enter), where fds 0-2 and
-	// the stream (already fd 4) are in place and no parent waits for a
-	// sync byte.
+	// the stream (already fd 4) are in place, and the process attributes
+	// and cgroups were set by the launcher.
 	inPlace bool
-	// syncR and syncW: the child waits for one byte on syncR (written once
-	// the uid maps and cgroups are in place) after closing its copy of
-	// syncW; errW receives a failure report.
-	syncR, syncW, errW int
+	// errW receives a failure report (vforked child).
+	errW int
+	// cgroupProcs are the sandbox's cgroup.procs files, opened by the
+	// host, which the vforked child joins by writing "0" (itself).
+	cgroupProcs []int
+	// root: the host runs as root, so the child drops to Plan.HostUID
+	// itself before it makes its user namespace.
+	root bool
 }
 
 // buildProgram turns spec into the setup program: in a forked child, the
@@ -125,30 +129,7 @@ type stageFDs struct {
 func buildProgram(spec *Spec, fds stageFDs, argv []string) (*program, error) {
 	p := &program{errFD: fds.errW}
 	if !fds.inPlace {
-		p.sys("close the sync pipe's write end", unix.SYS_CLOSE, uintptr(fds.syncW))
-		var b [8]byte
-		p.sys("wait for the host (uid map and cgroups)", unix.SYS_READ, uintptr(fds.syncR), addr(p, &b), 1).with(opWantOne)
-		p.sys("close the sync pipe", unix.SYS_CLOSE, uintptr(fds.syncR))
-		// Its own session: the host terminal's job-control signals do
-		// not reach the sandbox.
-		p.sys("setsid", unix.SYS_SETSID)
-		switch {
-		case spec.Tier == driver.TierNamespace:
-			// Root of the new user namespace (host: Plan.HostUID).
-			p.sys("setresgid 0", unix.SYS_SETRESGID, 0, 0, 0)
-			p.sys("setresuid 0", unix.SYS_SETRESUID, 0, 0, 0)
-		case spec.Plan.DropIdentity:
-			buildSwitchIdentity(p, spec.Plan.HostUID, spec.Plan.HostGID)
-		}
-		if spec.Tier == driver.TierNamespace {
-			// After the credential changes, which clear it. The launcher
-			// forks from a thread that lives as long as the host process,
-			// and the death of this PID 1 ends every process of the
-			// sandbox. The landlock tier's agent is no PID 1: killed, it
-			// would leave its commands behind. It notices the host's death
-			// as the end of its stream instead, and kills what it started.
-			p.sys("PR_SET_PDEATHSIG", unix.SYS_PRCTL, unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL))
-		}
+		buildLaunchPrefix(p, spec, fds)
 	}
 	var pol landlockPolicy
 	switch spec.Tier {
@@ -239,6 +220,60 @@ func buildProgram(spec *Spec, fds stageFDs, argv []string) (*program, error) {
 	}
 	p.sys("exec stage agent", unix.SYS_EXECVEAT, uintptr(fds.exe), p.str(""), p.strv(argv), p.strv(env), unix.AT_EMPTY_PATH)
 	return p, nil
+}
+
+// buildLaunchPrefix adds what a vforked child of the host does before the
+// boundary's layers: join the sandbox's cgroups (while it still has the
+// host's credentials), then in the namespace tier drop to the sandbox's
+// host uid, make the user namespace and write its own uid and gid maps
+// (mapping the uid it runs as, which needs no privilege), unshare the
+// other namespaces and vfork PID 1 of the new pid namespace as a child of
+// the host (CLONE_PARENT); this process exits once PID 1 has exec'd. The
+// rest of the program runs in PID 1.
+func buildLaunchPrefix(p *program, spec *Spec, fds stageFDs) {
+	for i, fd := range fds.cgroupProcs {
+		p.sys(fmt.Sprintf("join cgroup %d", i), unix.SYS_WRITE, uintptr(fd), p.str("0"), 1)
+	}
+	if spec.Tier != driver.TierNamespace {
+		// Its own session: the host terminal's job-control signals do
+		// not reach the sandbox.
+		p.sys("setsid", unix.SYS_SETSID)
+		if spec.Plan.DropIdentity {
+			buildSwitchIdentity(p, spec.Plan.HostUID, spec.Plan.HostGID)
+		}
+		// No parent-death signal: the landlock tier's agent is no PID 1,
+		// and killed it would leave its commands behind. It notices the
+		// host's death as the end of its stream instead, and kills what
+		// it started.
+		return
+	}
+	uid, gid := spec.Plan.HostUID, spec.Plan.HostGID
+	if fds.root {
+		buildSwitchIdentity(p, uid, gid)
+		// A uid change made the process undumpable, which makes its
+		// /proc files root's: it could not write its own maps.
+		p.sys("PR_SET_DUMPABLE", unix.SYS_PRCTL, unix.PR_SET_DUMPABLE, 1)
+	}
+	p.sys("unshare the user namespace", unix.SYS_UNSHARE, unix.CLONE_NEWUSER)
+	for _, f := range [][2]string{{"setgroups", "deny"}, {"uid_map", fmt.Sprintf("0 %d 1\n", uid)}, {"gid_map", fmt.Sprintf("0 %d 1\n", gid)}} {
+		s := p.slot()
+		p.sys("open /proc/self/"+f[0], unix.SYS_OPENAT, atCWD, p.str("/proc/self/"+f[0]), unix.O_WRONLY|unix.O_CLOEXEC).into(s)
+		p.sys("write /proc/self/"+f[0], unix.SYS_WRITE, 0, p.str(f[1]), uintptr(len(f[1]))).slotArg(0, s)
+		p.sys("close /proc/self/"+f[0], unix.SYS_CLOSE, 0).slotArg(0, s)
+	}
+	// The cgroup namespace is entered later, by PID 1 after its mounts,
+	// so that its root is the sandbox's own cgroup.
+	ns := uintptr(unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWIPC | unix.CLONE_NEWUTS)
+	if !spec.Network {
+		ns |= unix.CLONE_NEWNET
+	}
+	p.sys("unshare the namespaces", unix.SYS_UNSHARE, ns)
+	p.ops = append(p.ops, sysOp{kind: opVfork, what: "start PID 1",
+		args: [6]uintptr{unix.CLONE_VM | unix.CLONE_VFORK | unix.CLONE_PARENT | unix.CLONE_PARENT_SETTID | uintptr(unix.SIGCHLD), addr(p, &p.pid1)}})
+	p.sys("setsid", unix.SYS_SETSID)
+	// PID 1's parent is the launcher thread, which lives as long as the
+	// host process; its death ends every process of the sandbox.
+	p.sys("PR_SET_PDEATHSIG", unix.SYS_PRCTL, unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL))
 }
 
 // buildSwitchIdentity makes the process uid/gid with no supplementary

@@ -215,19 +215,30 @@ func (h *Handle) SysProcAttr() *syscall.SysProcAttr {
 // it may run: it moves the child into the sandbox's cgroups and keeps a
 // pidfd for killing it without pid-reuse races.
 func (h *Handle) Started(pid int) error {
+	if err := h.adopt(pid); err != nil {
+		return err
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.pid != 0 {
-		return errors.New("isolate: Started called twice")
-	}
-	h.pid = pid
-	if fd, err := unix.PidfdOpen(pid, 0); err == nil {
-		h.pidfd = fd
-	}
 	if h.cg != nil {
 		if err := h.cg.attach(pid); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// adopt records pid as the sandbox's first process (already in its
+// cgroups) and keeps a pidfd for killing it without pid-reuse races.
+func (h *Handle) adopt(pid int) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.pid != 0 {
+		return errors.New("isolate: the sandbox was started twice")
+	}
+	h.pid = pid
+	if fd, err := unix.PidfdOpen(pid, 0); err == nil {
+		h.pidfd = fd
 	}
 	return nil
 }

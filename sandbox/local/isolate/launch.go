@@ -104,7 +104,8 @@ func (h *Handle) launchStaged(req LaunchRequest) (*os.Process, error) {
 	return proc, nil
 }
 
-// launchForked runs the setup program in a forked child (see program).
+// launchForked runs the setup program in a vforked child (see program and
+// buildLaunchPrefix).
 func (h *Handle) launchForked(req LaunchRequest) (_ *os.Process, err error) {
 	// Every descriptor the child moves into place is first copied to 10
 	// or above, so that moving one to 0-4 cannot overwrite another.
@@ -146,7 +147,7 @@ func (h *Handle) launchForked(req LaunchRequest) (_ *os.Process, err error) {
 	if _, err := unix.Seek(memfd, 0, io.SeekStart); err != nil {
 		return nil, fmt.Errorf("isolate: %w", err)
 	}
-	fds := stageFDs{stdin: -1, stdout: -1, stderr: -1}
+	fds := stageFDs{stdin: -1, stdout: -1, stderr: -1, errW: -1}
 	if fds.config, err = high(memfd, "config fd"); err != nil {
 		return nil, err
 	}
@@ -191,42 +192,35 @@ func (h *Handle) launchForked(req LaunchRequest) (_ *os.Process, err error) {
 			return nil, err
 		}
 	}
-	var syncP, errP [2]int
-	if err := unix.Pipe2(syncP[:], unix.O_CLOEXEC); err != nil {
-		return nil, fmt.Errorf("isolate: %w", err)
-	}
-	childFDs = append(childFDs, syncP[0])
-	syncW := syncP[1]
-	defer func() { unix.Close(syncW) }()
+	var errP [2]int
 	if err := unix.Pipe2(errP[:], unix.O_CLOEXEC); err != nil {
 		return nil, fmt.Errorf("isolate: %w", err)
 	}
 	childFDs = append(childFDs, errP[1])
 	errR := errP[0]
 	defer unix.Close(errR)
-	if fds.syncR, err = high(syncP[0], "sync pipe"); err != nil {
-		return nil, err
-	}
-	if fds.syncW, err = high(syncW, "sync pipe"); err != nil {
-		return nil, err
-	}
 	if fds.errW, err = high(errP[1], "error pipe"); err != nil {
 		return nil, err
 	}
+	if h.cg != nil {
+		for _, dir := range h.cg.all {
+			f, err := os.OpenFile(filepath.Join(dir, "cgroup.procs"), os.O_WRONLY, 0)
+			if err != nil {
+				return nil, fmt.Errorf("isolate: open the sandbox's cgroup: %w", err)
+			}
+			defer f.Close()
+			fd, err := fileFD(f, "cgroup fd")
+			if err != nil {
+				return nil, err
+			}
+			fds.cgroupProcs = append(fds.cgroupProcs, fd)
+		}
+	}
+	fds.root = h.caps.Root
 
 	p, err := buildProgram(&h.spec, fds, req.Args)
 	if err != nil {
 		return nil, err
-	}
-	flags := uintptr(syscall.SIGCHLD)
-	if h.spec.Tier == driver.TierNamespace {
-		// The cgroup namespace is entered by the program, after Started
-		// has moved the child into its cgroups, so that its root is the
-		// sandbox's own cgroup.
-		flags |= unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWIPC | unix.CLONE_NEWUTS
-		if !h.spec.Network {
-			flags |= unix.CLONE_NEWNET
-		}
 	}
 	var pid uintptr
 	var errno syscall.Errno
@@ -234,48 +228,46 @@ func (h *Handle) launchForked(req LaunchRequest) (_ *os.Process, err error) {
 		if errno = p.blockSignals(); errno != 0 {
 			return
 		}
-		pid, errno = forkRun(p, flags)
+		pid, errno = vforkRun(p, uintptr(syscall.SIGCHLD))
 		p.restoreSignals()
 	})
 	runtime.KeepAlive(p)
 	if errno != 0 {
 		return nil, fmt.Errorf("isolate: clone: %w", errno)
 	}
-	// The parent's copies of the child's descriptors go now, so that the
-	// error pipe reads EOF once the child has exec'd.
+	// The child has exec'd the agent or failed: in the namespace tier it
+	// was the intermediate process, which has exited, and the agent is
+	// PID 1, its sibling.
+	agent := int(pid)
+	if h.spec.Tier == driver.TierNamespace {
+		var ws unix.WaitStatus
+		for {
+			if _, err := unix.Wait4(int(pid), &ws, 0, nil); err != unix.EINTR {
+				break
+			}
+		}
+		agent = int(p.pid1)
+	}
 	for _, fd := range childFDs {
 		unix.Close(fd)
 	}
 	childFDs = nil
-	proc, err := os.FindProcess(int(pid))
-	if err != nil {
-		// Unreachable on Linux; the child waits for the sync byte and
-		// dies with the launcher thread's process if it never comes.
-		return nil, fmt.Errorf("isolate: %w", err)
+	var report [8]byte
+	n, rerr := readFull(errR, report[:])
+	var proc *os.Process
+	if agent > 0 {
+		proc, _ = os.FindProcess(agent) // never fails on Linux
 	}
 	fail := func(err error) (*os.Process, error) {
-		proc.Kill()
-		proc.Wait()
+		if proc != nil {
+			proc.Kill()
+			proc.Wait()
+		}
 		return nil, err
 	}
-	if h.spec.Tier == driver.TierNamespace {
-		if err := writeIDMaps(int(pid), h.spec.Plan.HostUID, h.spec.Plan.HostGID); err != nil {
-			return fail(err)
-		}
-	}
-	if err := h.Started(int(pid)); err != nil {
-		return fail(err)
-	}
-	if _, err := unix.Write(syncW, []byte{1}); err != nil {
-		return fail(fmt.Errorf("isolate: release the sandbox's setup: %w", err))
-	}
-	unix.Close(syncW)
-	syncW = -1
-	var report [8]byte
-	n, err := readFull(errR, report[:])
 	switch {
-	case n == 0 && err == nil:
-		return proc, nil // EOF: the child exec'd the agent
+	case n == 0 && rerr == nil && proc != nil:
+		// EOF: the agent was exec'd.
 	case n == len(report):
 		i := binary.NativeEndian.Uint32(report[:4])
 		e := syscall.Errno(binary.NativeEndian.Uint32(report[4:]))
@@ -285,8 +277,12 @@ func (h *Handle) launchForked(req LaunchRequest) (_ *os.Process, err error) {
 		}
 		return fail(fmt.Errorf("isolate: %s: %w", what, e))
 	default:
-		return fail(fmt.Errorf("isolate: reading the setup's report: %d bytes, %v", n, err))
+		return fail(fmt.Errorf("isolate: reading the setup's report: %d bytes, %v", n, rerr))
 	}
+	if err := h.adopt(agent); err != nil {
+		return fail(err)
+	}
+	return proc, nil
 }
 
 // readFull reads until buf is full or EOF (err nil, n short).
@@ -306,22 +302,6 @@ func readFull(fd int, buf []byte) (int, error) {
 		n += m
 	}
 	return n, nil
-}
-
-// writeIDMaps maps uid and gid 0 of the child's new user namespace to the
-// host's uid and gid, with setgroups denied (the one mapping an
-// unprivileged owner may write).
-func writeIDMaps(pid, uid, gid int) error {
-	for _, f := range []struct{ name, data string }{
-		{"setgroups", "deny"},
-		{"uid_map", fmt.Sprintf("0 %d 1\n", uid)},
-		{"gid_map", fmt.Sprintf("0 %d 1\n", gid)},
-	} {
-		if err := os.WriteFile(fmt.Sprintf("/proc/%d/%s", pid, f.name), []byte(f.data), 0); err != nil {
-			return fmt.Errorf("isolate: write the sandbox's %s: %w", f.name, err)
-		}
-	}
-	return nil
 }
 
 // launcher is the thread every sandbox is started from.

@@ -1,7 +1,6 @@
 package isolate
 
 import (
-	"runtime"
 	"syscall"
 	"unsafe"
 
@@ -12,10 +11,11 @@ import (
 // arguments were all computed beforehand: strings, structs, the seccomp
 // filter and the Landlock rules are built in ordinary Go, and running the
 // list needs no allocation, no stack growth and no scheduler. That is what
-// lets the launcher run it in a forked copy of the host process, between
+// lets the launcher run it in a vforked child of the host process, between
 // clone and execve (the way the syscall package's own forkExec child
 // works), so the sandbox costs one exec of the agent instead of a Go
-// start for the setup plus a second one for the agent. Enter runs the same
+// start for the setup plus a second one for the agent, and no copy of the
+// host's page tables. Enter runs the same
 // list in the re-executed stage init where a step needs real Go code (the
 // copy of a quota'd workspace, an opHook).
 type program struct {
@@ -28,9 +28,12 @@ type program struct {
 	// fail is the report a forked child writes to errFD before exiting.
 	fail  [2]uint32
 	errFD int
-	// oldMask is the launcher thread's signal mask, which the forked child
-	// restores just before execve (all signals are blocked across fork).
+	// oldMask is the launcher thread's signal mask, which the child
+	// restores just before execve (all signals are blocked across clone).
 	oldMask uint64
+	// pid1 receives the host pid of the namespace tier's PID 1 (opVfork
+	// with CLONE_PARENT_SETTID).
+	pid1 int32
 }
 
 const maxSlots = 64
@@ -58,6 +61,7 @@ const (
 	opSyscall = iota
 	opPatch
 	opHook
+	opVfork // vforkExitParent(args[0], args[1]): the rest runs in the child
 )
 
 const (
@@ -160,6 +164,11 @@ func (p *program) run(from int) (next int, hook bool, errno syscall.Errno) {
 		case opPatch:
 			*op.patch = int32(p.slots[op.args[0]])
 			continue
+		case opVfork:
+			if e := vforkExitParent(op.args[0], op.args[1]); e != 0 {
+				return i, false, syscall.Errno(e)
+			}
+			continue
 		}
 		a := op.args
 		for j := 0; j < 6; j++ {
@@ -184,29 +193,26 @@ func (p *program) run(from int) (next int, hook bool, errno syscall.Errno) {
 	return len(p.ops), false, 0
 }
 
-// forkRun clones the calling process (a fork, or with flags its
-// namespaces too) and runs p in the child, which ends in execve or, on
-// failure, writes {op index, errno} to p.errFD and exits 127. All signals
-// must be blocked on the calling thread: the child has no runtime to run
-// a Go signal handler.
+// vforkRun starts a child with CLONE_VM|CLONE_VFORK (flags adds to
+// them) that runs p on the caller's stack, ending in execve or, on failure,
+// writing {op index, errno} to p.errFD and exiting 127; the caller sleeps
+// until then. All signals must be blocked on the calling thread: the child
+// has no runtime to run a Go signal handler.
 //
 //go:nosplit
 //go:norace
-func forkRun(p *program, flags uintptr) (pid uintptr, errno syscall.Errno) {
-	var r1 uintptr
-	var e syscall.Errno
-	if runtime.GOARCH == "s390x" {
-		r1, _, e = syscall.RawSyscall6(syscall.SYS_CLONE, 0, flags, 0, 0, 0, 0)
-	} else {
-		r1, _, e = syscall.RawSyscall6(syscall.SYS_CLONE, flags, 0, 0, 0, 0, 0)
-	}
+func vforkRun(p *program, flags uintptr) (pid uintptr, errno syscall.Errno) {
+	r1, e := rawVfork(flags|syscall.CLONE_VM|syscall.CLONE_VFORK, 0)
 	if e != 0 || r1 != 0 {
-		return r1, e
+		// The caller must return at once: the child has used this frame.
+		return r1, syscall.Errno(e)
 	}
 	childMain(p)
 	return 0, 0
 }
 
+// childMain runs p in the child and never returns.
+//
 //go:nosplit
 //go:norace
 func childMain(p *program) {

@@ -1,0 +1,14 @@
+//go:build !amd64
+
+package isolate
+
+import "syscall"
+
+// Launch uses the staged path on these architectures (the seccomp filter
+// is written for amd64 only), so these are never called.
+
+func rawVfork(flags, ptid uintptr) (pid uintptr, errno uintptr) { return 0, uintptr(syscall.ENOSYS) }
+
+func vforkExitParent(flags, ptid uintptr) (errno uintptr) { return uintptr(syscall.ENOSYS) }
+
+const haveVfork = false

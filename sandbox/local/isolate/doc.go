@@ -27,12 +27,15 @@
 // Launch builds the whole boundary as a program: a flat list of system
 // calls whose arguments (paths, mount attributes, the Landlock rules, the
 // seccomp filter) are all computed by the host beforehand (program.go,
-// enter.go). It forks the host process from a locked, long-lived thread
-// (with the namespace flags in the namespace tier), writes the child's uid
-// and gid maps, moves it into its cgroups and releases it; the child runs
-// the program with no Go runtime behind it (nosplit, no allocation, the way
-// the syscall package's own forkExec child works) and ends in execve of
-// the agent stage. Every per-thread attribute (capabilities, securebits,
+// enter.go). It vforks the host process from a locked, long-lived thread
+// (CLONE_VM|CLONE_VFORK: no copy of the host's page tables); the child
+// runs the program on that thread's stack with no Go runtime behind it
+// (nosplit, no allocation, the way the syscall package's own forkExec
+// child works). It joins the sandbox's cgroups; in the namespace tier it
+// drops to the sandbox's host uid, makes the user namespace, writes its own
+// uid and gid maps, unshares the other namespaces and vforks PID 1 as the
+// host's child (CLONE_PARENT), then exits; PID 1 builds the rest and ends
+// in execve of the agent stage. Every per-thread attribute (capabilities, securebits,
 // no_new_privs, the Landlock domain, the seccomp filter) is set on that one
 // thread, so the agent starts with exactly that state; this also works
 // where cgo is linked (go test -race), where syscall.AllThreadsSyscall is

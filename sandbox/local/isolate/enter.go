@@ -37,7 +37,7 @@ const (
 // other descriptor beyond stdio. It is the slow path, for the boundaries
 // whose setup needs Go code between the steps (a disk quota, whose tmpfs
 // is seeded with a copy of the workspace); Handle.Launch uses it only
-// then, and otherwise runs the same steps in a forked child with no stage
+// then, and otherwise runs the same steps in a vforked child with no stage
 // init at all. It must run on the main goroutine locked to its thread,
 // before the program starts other work; it returns only on failure,
 // leaving the process half-confined: the caller reports the error and
@@ -104,7 +104,7 @@ type stageFDs struct {
 	config, stream, exe int
 	// commands is the commands cgroup's tasks file (Plan.CommandsCgroup).
 	commands int
-	// stdin, stdout, stderr become fds 0-2 (forked child only; -1 keeps
+	// stdin, stdout, stderr become fds 0-2 (vforked child only; -1 keeps
 	// the inherited one).
 	stdin, stdout, stderr int
 	// inPlace: the program runs in stage init (Enter), where fds 0-2 and
@@ -119,9 +119,13 @@ type stageFDs struct {
 	// root: the host runs as root, so the child drops to Plan.HostUID
 	// itself before it makes its user namespace.
 	root bool
+	// dumpable is the host's PR_GET_DUMPABLE. The vforked child shares the
+	// host's memory, and with it the "dumpable" attribute that a uid
+	// change clears: the child puts the host's value back.
+	dumpable int
 }
 
-// buildProgram turns spec into the setup program: in a forked child, the
+// buildProgram turns spec into the setup program: in a vforked child, the
 // wait for the parent and the process attributes stage init would get from
 // SysProcAttr; then the tier's layers (see buildNamespaces for the order
 // and what each step prevents); then the descriptors, Landlock, rlimits,
@@ -197,7 +201,7 @@ func buildProgram(spec *Spec, fds stageFDs, argv []string) (*program, error) {
 	buildDropPrivileges(p, spec.Tier == driver.TierNamespace)
 	// 4. rlimits (per-command ones come from WrapCommand). Pids fall
 	// back to RLIMIT_NPROC without a pids cgroup. After the Landlock
-	// steps: in a forked child every descriptor of the host is still open
+	// steps: in a vforked child every descriptor of the host is still open
 	// until execve, and a low RLIMIT_NOFILE would make their opens fail.
 	for _, r := range rlimitsFor(spec.Limits, !spec.Plan.PidsCgroup && !spec.Plan.NprocShared) {
 		lim := &unix.Rlimit{Cur: r.v, Max: r.v}
@@ -240,6 +244,7 @@ func buildLaunchPrefix(p *program, spec *Spec, fds stageFDs) {
 		p.sys("setsid", unix.SYS_SETSID)
 		if spec.Plan.DropIdentity {
 			buildSwitchIdentity(p, spec.Plan.HostUID, spec.Plan.HostGID)
+			p.sys("restore the host's dumpable flag", unix.SYS_PRCTL, unix.PR_SET_DUMPABLE, uintptr(fds.dumpable))
 		}
 		// No parent-death signal: the landlock tier's agent is no PID 1,
 		// and killed it would leave its commands behind. It notices the
@@ -251,7 +256,11 @@ func buildLaunchPrefix(p *program, spec *Spec, fds stageFDs) {
 	if fds.root {
 		buildSwitchIdentity(p, uid, gid)
 		// A uid change made the process undumpable, which makes its
-		// /proc files root's: it could not write its own maps.
+		// /proc files root's: it could not write its own maps. The flag
+		// belongs to the memory it shares with the host, whose value is
+		// put back once the maps are written. (Only this sandbox's
+		// processes could run as its uid, and none exists yet; inside,
+		// seccomp denies ptrace anyway.)
 		p.sys("PR_SET_DUMPABLE", unix.SYS_PRCTL, unix.PR_SET_DUMPABLE, 1)
 	}
 	p.sys("unshare the user namespace", unix.SYS_UNSHARE, unix.CLONE_NEWUSER)
@@ -260,6 +269,9 @@ func buildLaunchPrefix(p *program, spec *Spec, fds stageFDs) {
 		p.sys("open /proc/self/"+f[0], unix.SYS_OPENAT, atCWD, p.str("/proc/self/"+f[0]), unix.O_WRONLY|unix.O_CLOEXEC).into(s)
 		p.sys("write /proc/self/"+f[0], unix.SYS_WRITE, 0, p.str(f[1]), uintptr(len(f[1]))).slotArg(0, s)
 		p.sys("close /proc/self/"+f[0], unix.SYS_CLOSE, 0).slotArg(0, s)
+	}
+	if fds.root {
+		p.sys("restore the host's dumpable flag", unix.SYS_PRCTL, unix.PR_SET_DUMPABLE, uintptr(fds.dumpable))
 	}
 	// The cgroup namespace is entered later, by PID 1 after its mounts,
 	// so that its root is the sandbox's own cgroup.

@@ -32,9 +32,9 @@ type LaunchRequest struct {
 }
 
 // Launch starts the sandbox's agent inside the boundary and places it in
-// its cgroups (Started). Where every step of the setup is a plain system
-// call, it forks the host process and builds the boundary in the child,
-// which then execs the agent stage: one exec in all. A boundary that needs
+// its cgroups. Where every step of the setup is a plain system call, it
+// vforks the host process and builds the boundary in the child, which then
+// execs the agent stage: one exec in all. A boundary that needs
 // Go code in its setup (a disk quota, whose tmpfs is seeded with a copy of
 // the workspace) is built by stage init instead, which Launch starts with
 // SysProcAttr and which calls Enter. The returned process is the agent
@@ -46,7 +46,12 @@ func (h *Handle) Launch(req LaunchRequest) (*os.Process, error) {
 	if len(req.Args) == 0 {
 		req.Args = []string{"sandboxkit-agent"}
 	}
-	if h.spec.Limits.DiskBytes > 0 || runtime.GOARCH != "amd64" {
+	if h.spec.Limits.DiskBytes > 0 || !haveVfork {
+		return h.launchStaged(req)
+	}
+	// PR_SET_DUMPABLE cannot set 2 (SUID_DUMP_ROOT) back after the
+	// vforked child's uid change has cleared it (see stageFDs.dumpable).
+	if d, err := unix.PrctlRetInt(unix.PR_GET_DUMPABLE, 0, 0, 0, 0); err != nil || d > 1 {
 		return h.launchStaged(req)
 	}
 	return h.launchForked(req)
@@ -217,6 +222,11 @@ func (h *Handle) launchForked(req LaunchRequest) (_ *os.Process, err error) {
 		}
 	}
 	fds.root = h.caps.Root
+	dumpable, err := unix.PrctlRetInt(unix.PR_GET_DUMPABLE, 0, 0, 0, 0)
+	if err != nil {
+		return nil, fmt.Errorf("isolate: PR_GET_DUMPABLE: %w", err)
+	}
+	fds.dumpable = dumpable
 
 	p, err := buildProgram(&h.spec, fds, req.Args)
 	if err != nil {

@@ -126,8 +126,8 @@ type stageFDs struct {
 }
 
 // buildProgram turns spec into the setup program: in a vforked child, the
-// wait for the parent and the process attributes stage init would get from
-// SysProcAttr; then the tier's layers (see buildNamespaces for the order
+// cgroups, identity and namespaces stage init would get from the launcher
+// (buildLaunchPrefix); then the tier's layers (see buildNamespaces for the order
 // and what each step prevents); then the descriptors, Landlock, rlimits,
 // capabilities, seccomp and the execve of the agent stage.
 func buildProgram(spec *Spec, fds stageFDs, argv []string) (*program, error) {

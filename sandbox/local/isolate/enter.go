@@ -255,12 +255,15 @@ func buildLaunchPrefix(p *program, spec *Spec, fds stageFDs) {
 	uid, gid := spec.Plan.HostUID, spec.Plan.HostGID
 	if fds.root {
 		buildSwitchIdentity(p, uid, gid)
-		// A uid change made the process undumpable, which makes its
-		// /proc files root's: it could not write its own maps. The flag
-		// belongs to the memory it shares with the host, whose value is
-		// put back once the maps are written. (Only this sandbox's
-		// processes could run as its uid, and none exists yet; inside,
-		// seccomp denies ptrace anyway.)
+	}
+	// An undumpable process (after a uid change, or a host that made
+	// itself so) has root-owned /proc files: it could not write its own
+	// maps. The flag belongs to the memory the child shares with the host,
+	// whose value is put back once the maps are written. (Only this
+	// sandbox's processes could run as its uid, and none exists yet;
+	// inside, seccomp denies ptrace anyway.)
+	setDumpable := fds.root || fds.dumpable != 1
+	if setDumpable {
 		p.sys("PR_SET_DUMPABLE", unix.SYS_PRCTL, unix.PR_SET_DUMPABLE, 1)
 	}
 	p.sys("unshare the user namespace", unix.SYS_UNSHARE, unix.CLONE_NEWUSER)
@@ -270,7 +273,7 @@ func buildLaunchPrefix(p *program, spec *Spec, fds stageFDs) {
 		p.sys("write /proc/self/"+f[0], unix.SYS_WRITE, 0, p.str(f[1]), uintptr(len(f[1]))).slotArg(0, s)
 		p.sys("close /proc/self/"+f[0], unix.SYS_CLOSE, 0).slotArg(0, s)
 	}
-	if fds.root {
+	if setDumpable {
 		p.sys("restore the host's dumpable flag", unix.SYS_PRCTL, unix.PR_SET_DUMPABLE, uintptr(fds.dumpable))
 	}
 	// The cgroup namespace is entered later, by PID 1 after its mounts,

@@ -61,7 +61,7 @@ const (
 	opSyscall = iota
 	opPatch
 	opHook
-	opVfork // vforkExitParent(args[0], args[1]): the rest runs in the child
+	opVfork // rawVfork(args[0], args[1], exit the caller): the rest runs in the child
 )
 
 const (
@@ -165,7 +165,7 @@ func (p *program) run(from int) (next int, hook bool, errno syscall.Errno) {
 			*op.patch = int32(p.slots[op.args[0]])
 			continue
 		case opVfork:
-			if e := vforkExitParent(op.args[0], op.args[1]); e != 0 {
+			if _, e := rawVfork(op.args[0], op.args[1], 1); e != 0 {
 				return i, false, syscall.Errno(e)
 			}
 			continue
@@ -202,7 +202,7 @@ func (p *program) run(from int) (next int, hook bool, errno syscall.Errno) {
 //go:nosplit
 //go:norace
 func vforkRun(p *program, flags uintptr) (pid uintptr, errno syscall.Errno) {
-	r1, e := rawVfork(flags|syscall.CLONE_VM|syscall.CLONE_VFORK, 0)
+	r1, e := rawVfork(flags|syscall.CLONE_VM|syscall.CLONE_VFORK, 0, 0)
 	if e != 0 || r1 != 0 {
 		// The caller must return at once: the child has used this frame.
 		return r1, syscall.Errno(e)

@@ -290,7 +290,7 @@ func (s *server) startProcess(a ExecRequest) (*proc, *stdio, *WireError) {
 	s.procs.mu.Lock() // hold off the reaper until p is registered
 	var err error
 	if s.spawn != nil {
-		s.spawn(func() { err = cmd.Start() })
+		err = s.spawn(cmd.Start)
 	} else {
 		err = cmd.Start()
 	}

@@ -27,8 +27,9 @@ type ServeOptions struct {
 	ProcessesReady <-chan struct{}
 	// Spawn, when set, runs every process start (the fork and exec of a
 	// command): a backend whose commands must be born on a particular
-	// thread (one in another cgroup) runs them there.
-	Spawn func(start func())
+	// thread (one in another cgroup) runs them there. An error from Spawn
+	// itself means the start did not run.
+	Spawn func(start func() error) error
 }
 
 // Serve runs the agent protocol over conn until the stream closes or
@@ -64,7 +65,7 @@ type server struct {
 	// processesReady gates process starts (ServeOptions.ProcessesReady).
 	processesReady <-chan struct{}
 	// spawn runs process starts (ServeOptions.Spawn).
-	spawn func(start func())
+	spawn func(start func() error) error
 
 	// The read loop never writes to conn itself: when a command floods
 	// the stream, conn's buffer is full and a write would block, and a

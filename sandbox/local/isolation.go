@@ -74,7 +74,7 @@ func enterIsolation(cfg launchConfig, raw []byte) error { return isolate.Enter(c
 // completeIsolation checks the boundary; processesReady is closed when the
 // agent may start processes (isolate.CompleteAsync), and spawn, when not
 // nil, is where it must start them (isolate.CommandSpawner).
-func completeIsolation(cfg launchConfig) (processesReady <-chan struct{}, spawn func(func()), err error) {
+func completeIsolation(cfg launchConfig) (processesReady <-chan struct{}, spawn func(func() error) error, err error) {
 	if !cfg.Isolated {
 		return nil, nil, nil
 	}

@@ -68,7 +68,7 @@ func runStage(stage string) int {
 		return failStage(conn, "decoding the launch configuration", err)
 	}
 	var processesReady <-chan struct{}
-	var spawn func(func())
+	var spawn func(func() error) error
 	switch stage {
 	case "init":
 		if cfg.Isolated {

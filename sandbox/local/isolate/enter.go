@@ -337,36 +337,41 @@ func landlockTierPolicy(spec *Spec) landlockPolicy {
 // commands' pids cgroup (a v1 cgroup moves single threads) through
 // CommandsCgroupFD, closes that descriptor, and runs each start on that
 // thread, so commands are born in the cgroup limited to Limits.Pids while
-// the agent's other threads keep their reserve in the parent.
-func CommandSpawner(spec Spec) (func(start func()), error) {
+// the agent's other threads keep their reserve in the parent. The move
+// waits for an RCU grace period in the kernel (milliseconds), so it runs
+// in the background: the agent answers the handshake meanwhile, and the
+// first start waits for it. If the move failed, every start fails with
+// that error: no command runs outside the limit.
+func CommandSpawner(spec Spec) (func(start func() error) error, error) {
 	if spec.Plan == nil || !spec.Plan.CommandsCgroup {
 		return nil, nil
 	}
 	reqs := make(chan func())
-	joined := make(chan error)
+	joined := make(chan struct{})
+	var joinErr error
 	go func() {
 		runtime.LockOSThread() // never unlocked: this thread is in another cgroup
 		f := os.NewFile(CommandsCgroupFD, "commands-cgroup-tasks")
-		_, err := f.Write([]byte("0"))
+		if _, err := f.Write([]byte("0")); err != nil {
+			joinErr = fmt.Errorf("isolate: join the commands' pids cgroup: %w", err)
+		}
 		f.Close()
-		joined <- err
-		if err != nil {
+		close(joined)
+		if joinErr != nil {
 			return
 		}
 		for start := range reqs {
 			start()
 		}
 	}()
-	if err := <-joined; err != nil {
-		return nil, fmt.Errorf("isolate: join the commands' pids cgroup: %w", err)
-	}
-	return func(start func()) {
-		done := make(chan struct{})
-		reqs <- func() {
-			defer close(done)
-			start()
+	return func(start func() error) error {
+		<-joined
+		if joinErr != nil {
+			return joinErr
 		}
-		<-done
+		done := make(chan error, 1)
+		reqs <- func() { done <- start() }
+		return <-done
 	}, nil
 }
 

@@ -98,12 +98,13 @@ func agentStage(cfg testConfig) int {
 		return 101
 	}
 	if spawn == nil {
-		spawn = func(f func()) { f() }
+		spawn = func(f func() error) error { return f() }
 	}
 	var pid int
-	spawn(func() {
+	err = spawn(func() (err error) {
 		pid, err = syscall.ForkExec(argv[0], argv, &syscall.ProcAttr{
 			Dir: dir, Env: env, Files: []uintptr{0, 1, 2}})
+		return err
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "start probe:", err)

@@ -73,15 +73,16 @@ func enterIsolation(cfg launchConfig, raw []byte) error { return isolate.Enter(c
 
 // completeIsolation checks the boundary; processesReady is closed when the
 // agent may start processes (isolate.CompleteAsync), and spawn, when not
-// nil, is where it must start them (isolate.CommandSpawner).
-func completeIsolation(cfg launchConfig) (processesReady <-chan struct{}, spawn func(func() error) error, err error) {
+// nil, is where it must start them (isolate.CommandSpawner, started by
+// RunStage before anything else).
+func completeIsolation(cfg launchConfig, spawner *isolate.CommandSpawner) (processesReady <-chan struct{}, spawn func(func() error) error, err error) {
 	if !cfg.Isolated {
 		return nil, nil, nil
 	}
 	if processesReady, err = isolate.CompleteAsync(cfg.Iso); err != nil {
 		return nil, nil, err
 	}
-	if spawn, err = isolate.CommandSpawner(cfg.Iso); err != nil {
+	if spawn, err = spawner.Spawner(cfg.Iso); err != nil {
 		return nil, nil, err
 	}
 	return processesReady, spawn, nil

@@ -9,6 +9,7 @@ import (
 	"syscall"
 
 	"github.com/sandboxkit/sandboxkit/sandbox/agent"
+	"github.com/sandboxkit/sandboxkit/sandbox/local/isolate"
 )
 
 // stageEnv marks a re-executed copy of the current binary as one of the
@@ -49,6 +50,10 @@ func RunStage() {
 }
 
 func runStage(stage string) int {
+	var spawner *isolate.CommandSpawner
+	if stage == "agent" {
+		spawner = isolate.StartCommandSpawner()
+	}
 	cfgFile := os.NewFile(fdConfig, "sandboxkit-config")
 	// Non-blocking, so the stream is served by the runtime's poller instead
 	// of a thread parked in read(2).
@@ -79,7 +84,7 @@ func runStage(stage string) int {
 			return 1
 		}
 	case "agent":
-		if processesReady, spawn, err = completeIsolation(cfg); err != nil {
+		if processesReady, spawn, err = completeIsolation(cfg, spawner); err != nil {
 			return failStage(conn, "completing isolation", err)
 		}
 	default:

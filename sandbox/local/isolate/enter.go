@@ -331,46 +331,76 @@ func landlockTierPolicy(spec *Spec) landlockPolicy {
 	return pol
 }
 
-// CommandSpawner returns the function every process start of the agent
-// must run through, or nil where any thread may start processes. With
-// Plan.CommandsCgroup it moves one locked thread of the agent into the
-// commands' pids cgroup (a v1 cgroup moves single threads) through
-// CommandsCgroupFD, closes that descriptor, and runs each start on that
-// thread, so commands are born in the cgroup limited to Limits.Pids while
-// the agent's other threads keep their reserve in the parent. The move
-// waits for an RCU grace period in the kernel (milliseconds), so it runs
-// in the background: the agent answers the handshake meanwhile, and the
-// first start waits for it. If the move failed, every start fails with
-// that error: no command runs outside the limit.
-func CommandSpawner(spec Spec) (func(start func() error) error, error) {
-	if spec.Plan == nil || !spec.Plan.CommandsCgroup {
-		return nil, nil
+// CommandSpawner is where every process start of the agent must run
+// where the sandbox has a commands cgroup (Plan.CommandsCgroup): one locked
+// thread of the agent moves itself into the commands' pids cgroup (a v1
+// cgroup moves single threads) through CommandsCgroupFD, and each start
+// runs on that thread, so commands are born in the cgroup limited to
+// Limits.Pids while the agent's other threads keep their reserve in the
+// parent.
+type CommandSpawner struct {
+	reqs    chan func()
+	joined  chan struct{}
+	joinErr error
+}
+
+// StartCommandSpawner starts the spawner if the process was given
+// CommandsCgroupFD, and returns nil otherwise. Call it first thing in
+// stage agent: the move waits for an RCU grace period in the kernel
+// (milliseconds), so it runs in the background while the agent reads its
+// configuration and answers the handshake; the first start waits for it.
+func StartCommandSpawner() *CommandSpawner {
+	// Without a commands cgroup the descriptor number is free, and
+	// something that ran before (an init function, the runtime) may hold
+	// it: it counts only if it is that cgroup's tasks file.
+	var fs unix.Statfs_t
+	if err := unix.Fstatfs(CommandsCgroupFD, &fs); err != nil || fs.Type != unix.CGROUP_SUPER_MAGIC {
+		return nil
 	}
-	reqs := make(chan func())
-	joined := make(chan struct{})
-	var joinErr error
+	if name, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", CommandsCgroupFD)); err != nil || !strings.HasSuffix(name, "/"+commandsCgroup+"/tasks") {
+		return nil
+	}
+	s := &CommandSpawner{reqs: make(chan func()), joined: make(chan struct{})}
 	go func() {
 		runtime.LockOSThread() // never unlocked: this thread is in another cgroup
 		f := os.NewFile(CommandsCgroupFD, "commands-cgroup-tasks")
 		if _, err := f.Write([]byte("0")); err != nil {
-			joinErr = fmt.Errorf("isolate: join the commands' pids cgroup: %w", err)
+			s.joinErr = fmt.Errorf("isolate: join the commands' pids cgroup: %w", err)
 		}
 		f.Close()
-		close(joined)
-		if joinErr != nil {
+		close(s.joined)
+		if s.joinErr != nil {
 			return
 		}
-		for start := range reqs {
+		for start := range s.reqs {
 			start()
 		}
 	}()
+	return s
+}
+
+// Spawner checks s against spec (a sandbox with a commands cgroup must
+// have its spawner, one without must not) and returns the function every
+// process start must run through, nil where any thread may start
+// processes. If the move failed, every start fails with that error: no
+// command runs outside the limit.
+func (s *CommandSpawner) Spawner(spec Spec) (func(start func() error) error, error) {
+	want := spec.Plan != nil && spec.Plan.CommandsCgroup
+	switch {
+	case want && s == nil:
+		return nil, errors.New("isolate: the sandbox has a commands cgroup but the agent got no descriptor for it")
+	case !want && s != nil:
+		return nil, errors.New("isolate: the agent got a commands cgroup descriptor its sandbox does not have")
+	case s == nil:
+		return nil, nil
+	}
 	return func(start func() error) error {
-		<-joined
-		if joinErr != nil {
-			return joinErr
+		<-s.joined
+		if s.joinErr != nil {
+			return s.joinErr
 		}
 		done := make(chan error, 1)
-		reqs <- func() { done <- start() }
+		s.reqs <- func() { done <- start() }
 		return <-done
 	}, nil
 }

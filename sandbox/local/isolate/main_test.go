@@ -51,6 +51,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "enter:", err)
 		os.Exit(100)
 	case StageAgent:
+		spawner = StartCommandSpawner()
 		var cfg testConfig
 		readConfig(&cfg)
 		os.Exit(agentStage(cfg))
@@ -75,6 +76,10 @@ func readConfig(cfg *testConfig) []byte {
 	return raw
 }
 
+// spawner is the stage agent's commands-cgroup spawner (started first
+// thing in TestMain, as the real agent does).
+var spawner *CommandSpawner
+
 // agentStage stands in for the agent: Complete, then the probe as the
 // only child of this PID 1, which reaps every orphan until the probe ends.
 func agentStage(cfg testConfig) int {
@@ -92,7 +97,7 @@ func agentStage(cfg testConfig) int {
 	}
 	env := []string{"PATH=/usr/local/bin:/usr/bin:/bin", "TMPDIR=" + tmp, "HOME=" + dir, "LANG=C"}
 	argv := WrapCommand(cfg.Spec, []string{"/bin/sh", "-c", cfg.Probe})
-	spawn, err := CommandSpawner(cfg.Spec)
+	spawn, err := spawner.Spawner(cfg.Spec)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "spawner:", err)
 		return 101

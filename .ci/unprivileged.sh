@@ -68,10 +68,9 @@ run sandboxtest.test -test.run 'TestEscapeLocalNamespace|TestEscapeLocalLandlock
 run local-isolate.test
 
 # A skip proves nothing. The only ones allowed: landlock-tier probes of
-# controls that tier does not claim as this user (each names its gap), the
-# landlock half of the SIGKILL test where Info admits that gap, and the
-# two Prepare tests about what only root does.
-skips=$(grep -E '^\s*--- SKIP' "$log" | grep -v -E -- '--- SKIP: (TestEscapeLocalLandlock/|TestHostSIGKILLLeavesNoSandboxProcess/landlock|TestPrepareAsRootRefusesAnUnreachableWorkspace|TestCleanupGivesTheWorkspaceBack)' || true)
+# controls that tier does not claim as this user (each names its gap) and
+# the two Prepare tests about what only root does.
+skips=$(grep -E '^\s*--- SKIP' "$log" | grep -v -E -- '--- SKIP: (TestEscapeLocalLandlock/|TestPrepareAsRootRefusesAnUnreachableWorkspace|TestCleanupGivesTheWorkspaceBack)' || true)
 if [ -n "$skips" ]; then
   echo "unprivileged.sh: tests skipped as $user:" >&2
   echo "$skips" >&2

@@ -135,9 +135,6 @@ func (h *Handle) Report() driver.Isolation {
 		if p.NprocShared && !p.PidsCgroup {
 			iso.Gaps = append(iso.Gaps, "no pids limit: the sandbox shares the host user's uid, and no pids cgroup is writable")
 		}
-		if h.cg == nil || len(h.cg.all) == 0 {
-			iso.Gaps = append(iso.Gaps, "if the host process is killed with SIGKILL, processes that left the agent survive (no cgroup to kill them)")
-		}
 	}
 	if l.MemoryBytes > 0 && !p.MemoryCgroup {
 		iso.Gaps = append(iso.Gaps, "memory is limited per process by RLIMIT_AS, which breaks runtimes that reserve address space (JVM, V8, Go); a writable memory cgroup avoids it")

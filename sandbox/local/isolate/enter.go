@@ -292,7 +292,8 @@ func buildLaunchPrefix(p *program, spec *Spec, fds stageFDs) {
 }
 
 // buildSwitchIdentity makes the process uid/gid with no supplementary
-// groups (the landlock tier started as root).
+// groups: a root host's landlock tier, or its namespace tier before it
+// makes the user namespace.
 func buildSwitchIdentity(p *program, uid, gid int) {
 	p.sys("setgroups", unix.SYS_SETGROUPS, 0, 0)
 	p.sys("setresgid", unix.SYS_SETRESGID, uintptr(gid), uintptr(gid), uintptr(gid))

@@ -21,6 +21,8 @@ import (
 	"io"
 	"os"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/sandboxkit/sandboxkit/sandbox/agent"
 )
 
@@ -47,6 +49,12 @@ func main() {
 	logf := func(format string, args ...any) {
 		fmt.Fprintf(os.Stderr, "sandboxkit-agent: "+format+"\n", args...)
 	}
+	// Commands run as the agent's uid (root in a container). A dumpable
+	// agent would let them open its stdout, the protocol stream, through
+	// /proc/1/fd and forge frames to the host, or its memory through
+	// /proc/1/mem; undumpable, that takes CAP_SYS_PTRACE, which the
+	// container does not have.
+	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
 	// The agent only serves: one P saves a thread wake-up per hand-off
 	// (agent.NarrowProcs), and fewer threads count against the pids limit.
 	agent.NarrowProcs()

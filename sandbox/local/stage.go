@@ -8,6 +8,8 @@ import (
 	"runtime"
 	"syscall"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/sandboxkit/sandboxkit/sandbox/agent"
 	"github.com/sandboxkit/sandboxkit/sandbox/local/isolate"
 )
@@ -45,6 +47,12 @@ func RunStage() {
 	// Setup steps are per-thread (namespaces, credentials, Landlock,
 	// seccomp): keep them on the main thread that will exec the agent.
 	runtime.LockOSThread()
+	// Commands run as the agent's uid. A dumpable agent would let them
+	// open its pipes through /proc/PID/fd (and write into a command's
+	// output or the exec status of the next start) or its memory through
+	// /proc/PID/mem; undumpable, that takes CAP_SYS_PTRACE, which nothing
+	// inside has. (Each exec resets the flag, so every stage sets it.)
+	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
 	code := runStage(stage)
 	os.Exit(code)
 }

@@ -321,6 +321,13 @@ func escapeProbes(h *escapeHost) []escapeProbe {
 			script: pySyscalls},
 		{name: "UnshareSetuid", control: "privileges", want: []string{"setuid-done"},
 			script: `command -v unshare >/dev/null && unshare -Ur true 2>/dev/null && echo ESCAPED:unshare-user; command -v su >/dev/null && su -c 'grep CapEff /proc/self/status' root </dev/null 2>/dev/null | grep -qv 'CapEff:[[:space:]]*0000000000000000' && echo ESCAPED:setuid-caps; grep -q 'CapEff:[[:space:]]*0000000000000000' /proc/self/status || echo ESCAPED:caps; echo setuid-done`},
+		{name: "AgentInternals", control: "privileges", want: []string{"agent-done"},
+			// The agent is the command's parent and runs as its uid: its
+			// pipes (the protocol stream in a container) and memory must
+			// still be out of reach. (Listing the descriptor numbers may
+			// work where the agent's /proc directory is the command's uid's;
+			// following them may not.)
+			script: `a=$PPID; for f in /proc/$a/fd/*; do readlink "$f" >/dev/null 2>&1 && echo ESCAPED:agent-fd-readlink; echo x 2>/dev/null >"$f" && echo ESCAPED:agent-fd-write; done 2>/dev/null; head -c1 /proc/$a/environ >/dev/null 2>&1 && echo ESCAPED:agent-environ; head -c1 /proc/$a/mem >/dev/null 2>&1 && echo ESCAPED:agent-mem; echo agent-done`},
 		{name: "HostProcesses", control: "signals", want: []string{"pids-done"},
 			script: fmt.Sprintf(`kill -0 %d 2>/dev/null && echo ESCAPED:signal-host; kill -STOP %[1]d 2>/dev/null && echo ESCAPED:stop-host; [ -e /proc/%[1]d/status ] && grep -q '^Name:.*test' /proc/%[1]d/status && echo host-pid-visible; echo pids-done`, os.Getpid()),
 			post: func(t *testing.T, b *box, out string) {

@@ -3,47 +3,17 @@ package agent
 import (
 	"bytes"
 	"context"
-	"net"
 	"os"
 	"path/filepath"
 	"runtime"
 	"syscall"
 	"testing"
-	"time"
 )
 
 // pairLimits is pair with the file-size and disk limits of the Hello set.
 func pairLimits(t *testing.T, dir string, fsize, disk int64) *Client {
 	t.Helper()
-	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fa, fb := os.NewFile(uintptr(fds[0]), "agent"), os.NewFile(uintptr(fds[1]), "client")
-	a, err := net.FileConn(fa)
-	fa.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := net.FileConn(fb)
-	fb.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- Serve(a, ServeOptions{Logf: t.Logf}) }()
-	c, err := Dial(context.Background(), b, Hello{Workspace: dir, Env: []string{"PATH=/usr/bin:/bin"}, FileSizeBytes: fsize, DiskBytes: disk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		c.Close()
-		select {
-		case <-served:
-		case <-time.After(10 * time.Second):
-			t.Error("Serve did not return 10s after the client closed the stream")
-		}
-	})
+	c, _ := servePair(t, ServeOptions{}, Hello{Workspace: dir, Env: []string{"PATH=/usr/bin:/bin"}, FileSizeBytes: fsize, DiskBytes: disk})
 	return c
 }
 

@@ -2,10 +2,8 @@ package agent
 
 import (
 	"context"
-	"net"
 	"os"
 	"path/filepath"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -16,34 +14,10 @@ import (
 // it closes, the held command runs.
 func TestNoProcessStartsBeforeProcessesReady(t *testing.T) {
 	dir := t.TempDir()
-	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fa, fb := os.NewFile(uintptr(fds[0]), "agent"), os.NewFile(uintptr(fds[1]), "client")
-	a, err := net.FileConn(fa)
-	fa.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := net.FileConn(fb)
-	fb.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
 	ready := make(chan struct{})
-	served := make(chan error, 1)
-	go func() { served <- Serve(a, ServeOptions{Logf: t.Logf, ProcessesReady: ready}) }()
+	c, _ := servePair(t, ServeOptions{ProcessesReady: ready}, Hello{Workspace: dir, Env: []string{"PATH=/usr/bin:/bin"}})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	c, err := Dial(ctx, b, Hello{Workspace: dir, Env: []string{"PATH=/usr/bin:/bin"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		c.Close()
-		<-served
-	}()
 
 	call, err := c.Start("exec", ExecRequest{Args: []string{"/bin/sh", "-c", "echo ran > marker"}, TimeoutMs: 60000}, Handlers{})
 	if err != nil {

@@ -21,6 +21,13 @@ import (
 // agent reaps every child of its process, as PID 1 must).
 func pair(t *testing.T, dir string) (*Client, <-chan error) {
 	t.Helper()
+	return servePair(t, ServeOptions{}, Hello{Workspace: dir, Env: []string{"PATH=/usr/bin:/bin"}})
+}
+
+// servePair is pair with the agent's options and the client's Hello
+// given (Logf defaults to t.Logf).
+func servePair(t *testing.T, opts ServeOptions, hello Hello) (*Client, <-chan error) {
+	t.Helper()
 	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -36,9 +43,14 @@ func pair(t *testing.T, dir string) (*Client, <-chan error) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if opts.Logf == nil {
+		opts.Logf = t.Logf
+	}
 	served := make(chan error, 1)
-	go func() { served <- Serve(a, ServeOptions{Logf: t.Logf}) }()
-	c, err := Dial(context.Background(), b, Hello{Workspace: dir, Env: []string{"PATH=/usr/bin:/bin"}})
+	go func() { served <- Serve(a, opts) }()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c, err := Dial(ctx, b, hello)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -379,11 +379,25 @@ func pollable(f *os.File) (*os.File, error) {
 // sessionMembers lists the processes of session sid, found by one pass
 // over /proc.
 func sessionMembers(sid int) []int {
+	var out []int
+	want := strconv.Itoa(sid)
+	procStats(func(pid int, f []string) {
+		if len(f) > 3 && f[3] == want {
+			out = append(out, pid)
+		}
+	})
+	return out
+}
+
+// procStats calls fn for every process in /proc with the fields of its
+// stat file after the command name (state ppid pgrp session ...): the name
+// may contain spaces and parentheses, so they are taken after the last
+// ')'.
+func procStats(fn func(pid int, fields []string)) {
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
-		return nil
+		return
 	}
-	var out []int
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
@@ -393,16 +407,12 @@ func sessionMembers(sid int) []int {
 		if err != nil {
 			continue
 		}
-		// Fields after the command name: state ppid pgrp session ...
 		i := bytes.LastIndexByte(b, ')')
 		if i < 0 || i+2 >= len(b) {
 			continue
 		}
-		if f := strings.Fields(string(b[i+2:])); len(f) > 3 && f[3] == strconv.Itoa(sid) {
-			out = append(out, pid)
-		}
+		fn(pid, strings.Fields(string(b[i+2:])))
 	}
-	return out
 }
 
 // killTree signals a process's group and every descendant still linked to
@@ -552,34 +562,16 @@ func descendants(root int) []int {
 // leads to one of roots (roots excluded), and the state letter of every
 // process it read.
 func procTree(roots []int) ([]int, map[int]byte) {
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil, nil
-	}
 	children := map[int][]int{}
 	states := map[int]byte{}
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		// The command name may contain spaces and parentheses: parse after the last ')'.
-		i := bytes.LastIndexByte(b, ')')
-		if i < 0 || i+2 >= len(b) {
-			continue
-		}
-		f := strings.Fields(string(b[i+2:]))
+	procStats(func(pid int, f []string) {
 		if len(f) < 2 {
-			continue
+			return
 		}
 		ppid, _ := strconv.Atoi(f[1])
 		children[ppid] = append(children[ppid], pid)
 		states[pid] = f[0][0]
-	}
+	})
 	var out []int
 	isRoot := map[int]bool{}
 	for _, r := range roots {

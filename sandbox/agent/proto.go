@@ -7,7 +7,7 @@
 // backend, a container's attach stream for Docker). Every later command is
 // started by this resident agent, which is both faster than a fresh
 // isolation setup per command and the only way to reach a running sandbox's
-// namespaces from Go (ISOLATION.md pitfall 9).
+// namespaces from Go (docs/isolation.md, pitfall 9).
 //
 // Threat model: everything on the agent's side of the stream is untrusted
 // once user code runs. The host-side Client therefore bounds what it accepts

@@ -29,7 +29,7 @@ const DefaultImage = "python:3.12-slim"
 const DefaultUser = "65534:65534"
 
 // Sizes used when the sandbox's limits leave them open. tmpfs pages count
-// against the memory limit (ISOLATION.md pitfall 6), so they are kept modest.
+// against the memory limit (docs/isolation.md, pitfall 6), so they are kept modest.
 const (
 	defaultTmpBytes       = 256 << 20
 	defaultWorkspaceBytes = 1 << 30

@@ -4,7 +4,7 @@
 //
 // Launch path: the host starts /proc/self/exe with SANDBOXKIT_STAGE=init,
 // the launch configuration on fd 3 (a pipe, not the environment: pitfall 11
-// of ISOLATION.md) and one end of a socketpair on fd 4. The package's init
+// of docs/isolation.md) and one end of a socketpair on fd 4. The package's init
 // hook (RunStage) catches the stage before main runs. For isolating tiers
 // the init stage builds the boundary and execs the agent stage; for the
 // process tier it serves the agent protocol directly. Everything later —

@@ -28,7 +28,7 @@ const (
 func init() {
 	// This hook must run before anything else of the program does I/O:
 	// this package does no I/O in init, and neither may its dependencies
-	// (ISOLATION.md pitfall 10). Binaries and TestMain functions can call
+	// (docs/isolation.md, pitfall 10). Binaries and TestMain functions can call
 	// RunStage explicitly as well.
 	RunStage()
 }

@@ -323,7 +323,7 @@ var launcher struct {
 // OnLauncherThread runs f on one locked OS thread that lives as long as
 // the process. A sandbox's first process must be started there: its
 // parent-death signal fires when the *thread* that started it exits
-// (ISOLATION.md pitfall 8), and Go retires threads freely.
+// (docs/isolation.md, pitfall 8), and Go retires threads freely.
 func OnLauncherThread(f func()) {
 	launcher.once.Do(func() {
 		launcher.reqs = make(chan func())

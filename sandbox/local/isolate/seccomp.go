@@ -15,7 +15,7 @@ import (
 // unshare of a user namespace).
 var deniedSyscalls = []uintptr{
 	// Mount table changes: a process with capabilities in the user
-	// namespace remounted a read-only bind read-write (ISOLATION.md).
+	// namespace remounted a read-only bind read-write (docs/isolation.md, pitfall 1).
 	unix.SYS_MOUNT, unix.SYS_UMOUNT2, unix.SYS_PIVOT_ROOT, unix.SYS_CHROOT,
 	unix.SYS_OPEN_TREE, unix.SYS_OPEN_TREE_ATTR, unix.SYS_MOVE_MOUNT, unix.SYS_FSOPEN, unix.SYS_FSCONFIG,
 	unix.SYS_FSMOUNT, unix.SYS_FSPICK, unix.SYS_MOUNT_SETATTR,

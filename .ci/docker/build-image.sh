@@ -4,7 +4,9 @@
 # system as a tar stream and `docker import` turns it into an image.
 #
 # The image holds only what the tests run inside a sandbox: bash, coreutils,
-# procps and python3 with numpy, pandas and matplotlib (rich-output tests).
+# procps and python3 with numpy, pandas and matplotlib (rich-output tests),
+# and the clients the egress tests drive through the sandbox's proxy: curl,
+# pip and venv (pip installs a wheel from a local index the test serves).
 # The sandboxkit agent is NOT in the image; the backend copies it into every
 # container (see sandbox/docker's package doc).
 #
@@ -48,7 +50,7 @@ trap cleanup EXIT
 # needs them.
 mmdebstrap \
 	--variant=essential \
-	--include=bash,coreutils,procps,ca-certificates,python3,python3-numpy,python3-pandas,python3-matplotlib,python3-munkres \
+	--include=bash,coreutils,procps,ca-certificates,curl,python3,python3-pip,python3-venv,python3-numpy,python3-pandas,python3-matplotlib,python3-munkres \
 	--aptopt='APT::Install-Recommends "0";' \
 	--dpkgopt='path-exclude=/usr/share/doc/*' \
 	--dpkgopt='path-exclude=/usr/share/man/*' \

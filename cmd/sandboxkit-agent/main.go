@@ -13,53 +13,18 @@
 // It takes no flags: everything it needs (protocol version, workspace, base
 // environment) arrives in the client's handshake over the stream, so nothing
 // about the session is visible in /proc/PID/cmdline or environ. Its own
-// diagnostics go to standard error.
+// diagnostics go to standard error. It is agent.ServeStdio, the entry point
+// a program that is its own agent in a container runs as well: the agent
+// is undumpable and has no environment before it reads a frame (see
+// agent.ServeProcess).
 package main
 
 import (
-	"fmt"
-	"io"
 	"os"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/sandboxkit/sandboxkit/sandbox/agent"
 )
 
-// stdio joins standard input and output into the single stream Serve wants.
-type stdio struct{}
-
-func (stdio) Read(p []byte) (int, error)  { return os.Stdin.Read(p) }
-func (stdio) Write(p []byte) (int, error) { return os.Stdout.Write(p) }
-
-// Close ends both directions, so that the host sees EOF even if a child
-// process still holds a copy of our stdout.
-func (stdio) Close() error {
-	errIn := os.Stdin.Close()
-	errOut := os.Stdout.Close()
-	if errIn != nil {
-		return errIn
-	}
-	return errOut
-}
-
-var _ io.ReadWriteCloser = stdio{}
-
 func main() {
-	logf := func(format string, args ...any) {
-		fmt.Fprintf(os.Stderr, "sandboxkit-agent: "+format+"\n", args...)
-	}
-	// Commands run as the agent's uid (root in a container). A dumpable
-	// agent would let them open its stdout, the protocol stream, through
-	// /proc/1/fd and forge frames to the host, or its memory through
-	// /proc/1/mem; undumpable, that takes CAP_SYS_PTRACE, which the
-	// container does not have.
-	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
-	// The agent only serves: one P saves a thread wake-up per hand-off
-	// (agent.NarrowProcs), and fewer threads count against the pids limit.
-	agent.NarrowProcs()
-	if err := agent.Serve(stdio{}, agent.ServeOptions{Logf: logf}); err != nil {
-		logf("%v", err)
-		os.Exit(1)
-	}
+	os.Exit(agent.ServeStdio("sandboxkit-agent: "))
 }

@@ -1,7 +1,6 @@
 package docker
 
 import (
-	"fmt"
 	"os"
 
 	"github.com/sandboxkit/sandboxkit/sandbox/agent"
@@ -14,39 +13,13 @@ const hookArg = "__sandboxkit_docker_agent__"
 
 // init turns this program into the agent when it was copied into a
 // container as its entrypoint. It runs before main, so the user's program
-// never starts there; it does nothing anywhere else.
+// never starts there; it does nothing anywhere else. The agent is served
+// by agent.ServeStdio, the same entry point as cmd/sandboxkit-agent's, so
+// it gets the same protections (undumpable, no environment) and the same
+// thread warm-up.
 func init() {
 	if len(os.Args) != 2 || os.Args[1] != hookArg || os.Args[0] != agentPath || os.Getpid() != 1 {
 		return
 	}
-	os.Exit(serveStdio())
-}
-
-// serveStdio serves the agent protocol on stdin/stdout and returns the exit
-// status.
-func serveStdio() int {
-	logf := func(format string, args ...any) {
-		fmt.Fprintf(os.Stderr, "sandboxkit-agent: "+format+"\n", args...)
-	}
-	// The agent only serves: one P saves a thread wake-up per hand-off
-	// (agent.NarrowProcs), and fewer threads count against the pids limit.
-	agent.NarrowProcs()
-	if err := agent.Serve(stdio{}, agent.ServeOptions{Logf: logf}); err != nil {
-		logf("%v", err)
-		return 1
-	}
-	return 0
-}
-
-// stdio joins standard input and output into one stream.
-type stdio struct{}
-
-func (stdio) Read(p []byte) (int, error)  { return os.Stdin.Read(p) }
-func (stdio) Write(p []byte) (int, error) { return os.Stdout.Write(p) }
-func (stdio) Close() error {
-	errIn := os.Stdin.Close()
-	if err := os.Stdout.Close(); err != nil {
-		return err
-	}
-	return errIn
+	os.Exit(agent.ServeStdio("sandboxkit-agent: "))
 }

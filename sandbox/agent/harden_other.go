@@ -1,0 +1,12 @@
+//go:build !linux
+
+package agent
+
+import "errors"
+
+// hardenProcess refuses where the agent's protections against its own
+// commands (see harden_linux.go) are not implemented: an agent that
+// cannot protect its stream from the commands it runs does not serve.
+func hardenProcess() error {
+	return errors.New("the agent's process protections are implemented for Linux only")
+}

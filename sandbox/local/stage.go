@@ -120,7 +120,9 @@ func runStage(stage string) int {
 	}()
 	served := make(chan error, 1)
 	go func() {
-		served <- agent.Serve(conn, agent.ServeOptions{ProcessesReady: processesReady, Spawn: spawn, Logf: func(format string, args ...any) {
+		// ServeProcess hardens the agent (undumpable again after the exec,
+		// no environment) before it reads a frame.
+		served <- agent.ServeProcess(conn, agent.ServeOptions{ProcessesReady: processesReady, Spawn: spawn, Logf: func(format string, args ...any) {
 			fmt.Fprintf(os.Stderr, "sandboxkit agent: "+format+"\n", args...)
 		}})
 	}()

@@ -40,7 +40,22 @@ type Command struct {
 	// OnOutput, when set, receives output chunks in order as they are
 	// produced (from the agent's reader; it must not block for long).
 	OnOutput func(Chunk)
+	// OutputFile, when set, is a workspace path (relative to the
+	// workspace, or absolute under it) to which the agent writes every
+	// byte the command prints, stdout and stderr interleaved in arrival
+	// order, as it is produced, whatever Limits.MaxOutputBytes keeps in
+	// the Result. Parent directories are created; an existing file is
+	// replaced. Works for Run and Start (jobs).
+	OutputFile string
+	// OutputFileLimit caps the file's size (0: DefaultOutputFileLimit).
+	// Bytes past it are counted in Result.OutputFileCut, not written.
+	OutputFileLimit int64
 }
+
+// DefaultOutputFileLimit is the size cap of a Command.OutputFile when
+// OutputFileLimit is 0 (64 MiB). Limits.FileSizeBytes, when smaller,
+// caps it too.
+const DefaultOutputFileLimit = agent.DefaultOutputFileLimit
 
 // Stream names an output stream.
 type Stream int
@@ -70,9 +85,37 @@ type Result struct {
 	// then also returns ErrTimeout).
 	TimedOut bool
 	// StdoutDropped and StderrDropped count bytes cut from the middle of
-	// the output (a marker in the text says where).
+	// the output (a marker in the text says where). Every byte the
+	// command printed is either in Stdout/Stderr or counted here.
 	StdoutDropped int64
 	StderrDropped int64
+	// LeftRunning lists processes the command left running (started in
+	// the background) that still held its stdout or stderr open when it
+	// exited. The agent reads the output to its end, except in this case:
+	// shortly after the exit it takes what those processes have written
+	// and stops, so what they print later is not in the Result (nor in
+	// the OutputFile). Empty normally.
+	LeftRunning []int
+	OutputFileInfo
+}
+
+// OutputFileInfo says what became of a Command.OutputFile.
+type OutputFileInfo struct {
+	// OutputFile is the path written ("" when none was requested).
+	OutputFile string
+	// OutputFileBytes counts the bytes in the file.
+	OutputFileBytes int64
+	// OutputFileCut counts bytes not written because of OutputFileLimit.
+	OutputFileCut int64
+	// OutputFileError is set when writing the file failed (a full disk,
+	// the quota, a path that cannot be created): the file then holds only
+	// the first OutputFileBytes bytes of the output. Never silent.
+	OutputFileError string
+}
+
+func outputFileInfo(r agent.OutputFileReport) OutputFileInfo {
+	return OutputFileInfo{OutputFile: r.OutputFile, OutputFileBytes: r.OutputFileBytes,
+		OutputFileCut: r.OutputFileCut, OutputFileError: r.OutputFileError}
 }
 
 // Commands runs one-shot commands and background jobs.
@@ -171,6 +214,7 @@ func (c *Commands) run(ctx context.Context, cmd Command) (*Result, error) {
 	call, err := sb.client.Start("exec", agent.ExecRequest{
 		Args: args, Dir: cmd.Dir, Env: envList(cmd.Env), Stdin: cmd.Stdin != nil,
 		TimeoutMs: timeout.Milliseconds(), MaxOutput: sb.cfg.limits.MaxOutputBytes,
+		OutputFile: cmd.OutputFile, OutputFileLimit: cmd.OutputFileLimit,
 	}, h)
 	if err != nil {
 		return nil, wrapErr(op, err)
@@ -195,6 +239,7 @@ func (c *Commands) run(ctx context.Context, cmd Command) (*Result, error) {
 	res := &Result{
 		ExitCode: rep.ExitCode, Signal: rep.Signal, Duration: time.Duration(rep.DurationNs),
 		TimedOut: rep.TimedOut, StdoutDropped: rep.StdoutDropped, StderrDropped: rep.StderrDropped,
+		LeftRunning: rep.LeftRunning, OutputFileInfo: outputFileInfo(rep.OutputFileReport),
 	}
 	res.Stdout = joinTail(out, rep.StdoutTail, rep.StdoutDropped, "stdout", cmd.OnOutput, Stdout)
 	res.Stderr = joinTail(errOut, rep.StderrTail, rep.StderrDropped, "stderr", cmd.OnOutput, Stderr)
@@ -244,6 +289,10 @@ type JobStatus struct {
 	Ended    time.Time
 	// Written counts every output byte the job produced so far.
 	Written int64
+	// LeftRunning: see Result (set once the job ended).
+	LeftRunning []int
+	// The job's Command.OutputFile so far (final once it ended).
+	OutputFileInfo
 }
 
 // JobOutput is output read from a cursor.
@@ -260,7 +309,8 @@ type JobOutput struct {
 
 func jobStatus(s agent.JobStatus) JobStatus {
 	st := JobStatus{ID: s.ID, Args: s.Args, PID: s.PID, Running: s.Running, ExitCode: s.ExitCode, Signal: s.Signal,
-		Started: time.Unix(0, s.StartedNs), Written: s.Written}
+		Started: time.Unix(0, s.StartedNs), Written: s.Written, LeftRunning: s.LeftRunning,
+		OutputFileInfo: outputFileInfo(s.OutputFileReport)}
 	if s.EndedNs > 0 {
 		st.Ended = time.Unix(0, s.EndedNs)
 	}
@@ -301,6 +351,7 @@ func (c *Commands) start(ctx context.Context, cmd Command) (*Job, error) {
 	err = sb.client.Do(ctx, "exec", agent.ExecRequest{
 		Args: args, Dir: cmd.Dir, Env: envList(cmd.Env), Stdin: cmd.Stdin != nil || cmd.OpenStdin,
 		TimeoutMs: timeout.Milliseconds(), Job: true, RingBytes: jobRingBytes,
+		OutputFile: cmd.OutputFile, OutputFileLimit: cmd.OutputFileLimit,
 	}, &rep)
 	if err != nil {
 		return nil, wrapErr(op, err)

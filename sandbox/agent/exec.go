@@ -652,24 +652,15 @@ func (c *capture) add(b []byte) []byte {
 	return out
 }
 
-// pump reads f until EOF, calling emit for every chunk.
-func pump(f *os.File, emit func([]byte)) {
-	buf := make([]byte, chunkSize)
-	for {
-		n, err := f.Read(buf)
-		if n > 0 {
-			emit(buf[:n])
-		}
-		if err != nil {
-			return
-		}
-	}
-}
-
 // runExec runs one command to completion, streaming its output.
 func (s *server) runExec(r *request, a ExecRequest) (any, *WireError) {
+	of, werr := s.openOutputFile(a.OutputFile, a.OutputFileLimit)
+	if werr != nil {
+		return nil, werr
+	}
 	p, io, werr := s.startProcess(a)
 	if werr != nil {
+		of.close()
 		return nil, werr
 	}
 	if a.Events {
@@ -683,6 +674,7 @@ func (s *server) runExec(r *request, a ExecRequest) (any, *WireError) {
 		go func() {
 			defer readers.Done()
 			pump(f, func(b []byte) {
+				of.write(b)
 				if head := c.add(b); len(head) > 0 {
 					r.sendData(t, head)
 				}
@@ -740,31 +732,32 @@ func (s *server) runExec(r *request, a ExecRequest) (any, *WireError) {
 		terminate(p)
 	}
 	<-p.done
-	// Output written before exit is in the pipes; wait for EOF, but not
-	// for background children that inherited the pipe.
 	drained := make(chan struct{})
 	go func() { readers.Wait(); close(drained) }()
-	select {
-	case <-drained:
-	case <-time.After(drainGrace):
-		// On a pty, what still holds the terminal once the shell is
-		// gone is a job it left behind (see killTree).
-		if rep.TimedOut || rep.Canceled || a.Pty {
+	if rep.TimedOut || rep.Canceled || a.Pty {
+		// Killed, or a terminal: output is not owed past the grace. On a
+		// pty, what still holds the terminal once the shell is gone is a
+		// job it left behind (see killTree).
+		select {
+		case <-drained:
+		case <-time.After(drainGrace):
 			killTree(p, syscall.SIGKILL)
+			stopPump(io.stdout)
+			if io.stderr != nil {
+				stopPump(io.stderr)
+			}
+			<-drained
 		}
-		io.stdout.Close()
-		if io.stderr != nil {
-			io.stderr.Close()
-		}
-		<-drained
+	} else {
+		// Everything the command printed before it exited is in the
+		// pipes: read it all, however slowly the caller takes it.
+		rep.LeftRunning = drainOutput(drained, io.stdout, io.stderr)
 	}
 	io.stdout.Close()
 	if io.stderr != nil {
 		io.stderr.Close()
 	}
-	if a.Pty {
-		// The master is closed above; the input goroutine ends with r.ctx.
-	}
+	rep.OutputFileReport = of.close()
 	rep.ExitCode, rep.Signal = p.exitCode()
 	rep.DurationNs = p.end.Sub(p.start).Nanoseconds()
 	rep.StdoutTail, rep.StdoutDropped = outCap.tail, outCap.dropped
@@ -841,13 +834,15 @@ func (r *ring) read(since int64, max int) (data []byte, next, dropped int64) {
 }
 
 type job struct {
-	id    string
-	args  []string
-	p     *proc
-	stdin *os.File
-	mu    sync.Mutex
-	out   ring
-	done  chan struct{} // closed when the process exited and output drained
+	id          string
+	args        []string
+	p           *proc
+	stdin       *os.File
+	mu          sync.Mutex
+	out         ring
+	of          *outputFile   // nil without ExecRequest.OutputFile
+	leftRunning []int         // set before done closes
+	done        chan struct{} // closed when the process exited and output drained
 }
 
 type jobTable struct {
@@ -863,8 +858,13 @@ func newJobTable() *jobTable { return &jobTable{jobs: map[string]*job{}} }
 const maxEndedJobs = 200
 
 func (s *server) startJob(a ExecRequest) (any, *WireError) {
+	of, werr := s.openOutputFile(a.OutputFile, a.OutputFileLimit)
+	if werr != nil {
+		return nil, werr
+	}
 	p, io, werr := s.startProcess(a)
 	if werr != nil {
+		of.close()
 		return nil, werr
 	}
 	ringBytes := a.RingBytes
@@ -874,7 +874,7 @@ func (s *server) startJob(a ExecRequest) (any, *WireError) {
 	t := s.jobs
 	t.mu.Lock()
 	t.next++
-	j := &job{id: fmt.Sprintf("job-%d", t.next), args: a.Args, p: p, stdin: io.stdin, out: ring{cap: ringBytes}, done: make(chan struct{})}
+	j := &job{id: fmt.Sprintf("job-%d", t.next), args: a.Args, p: p, stdin: io.stdin, out: ring{cap: ringBytes}, of: of, done: make(chan struct{})}
 	t.jobs[j.id] = j
 	t.order = append(t.order, j.id)
 	t.pruneLocked()
@@ -888,6 +888,7 @@ func (s *server) startJob(a ExecRequest) (any, *WireError) {
 		go func(f *os.File) {
 			defer readers.Done()
 			pump(f, func(b []byte) {
+				of.write(b)
 				j.mu.Lock()
 				j.out.write(b)
 				j.mu.Unlock()
@@ -901,28 +902,37 @@ func (s *server) startJob(a ExecRequest) (any, *WireError) {
 			defer tm.Stop()
 			timeout = tm.C
 		}
+		killed := false
 		select {
 		case <-p.done:
 		case <-timeout:
+			killed = true
 			terminate(p)
 		}
 		<-p.done
 		drained := make(chan struct{})
 		go func() { readers.Wait(); close(drained) }()
-		select {
-		case <-drained:
-		case <-time.After(drainGrace):
-			io.stdout.Close()
-			if io.stderr != nil {
-				io.stderr.Close()
+		var left []int
+		if killed {
+			select {
+			case <-drained:
+			case <-time.After(drainGrace):
+				stopPump(io.stdout)
+				if io.stderr != nil {
+					stopPump(io.stderr)
+				}
+				<-drained
 			}
-			<-drained
+		} else {
+			left = drainOutput(drained, io.stdout, io.stderr)
 		}
 		io.stdout.Close()
 		if io.stderr != nil {
 			io.stderr.Close()
 		}
+		of.close()
 		j.mu.Lock()
+		j.leftRunning = left
 		if j.stdin != nil {
 			j.stdin.Close()
 			j.stdin = nil
@@ -972,8 +982,10 @@ func (t *jobTable) get(id string) (*job, *WireError) {
 }
 
 func (j *job) statusLocked() JobStatus {
-	st := JobStatus{ID: j.id, Args: j.args, PID: j.p.pid, StartedNs: j.p.start.UnixNano(), Written: j.out.written}
+	st := JobStatus{ID: j.id, Args: j.args, PID: j.p.pid, StartedNs: j.p.start.UnixNano(), Written: j.out.written,
+		OutputFileReport: j.of.report()}
 	if isClosed(j.done) {
+		st.LeftRunning = j.leftRunning
 		st.ExitCode, st.Signal = j.p.exitCode()
 		st.EndedNs = j.p.end.UnixNano()
 	} else {

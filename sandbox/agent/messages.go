@@ -137,6 +137,26 @@ type ExecRequest struct {
 	// Events asks for a "started" Event once the process runs (it costs a
 	// frame, so a plain command run goes without).
 	Events bool `json:"events,omitempty"`
+	// OutputFile, when set, is a workspace path the agent writes every
+	// byte of output to as it is read (stdout and stderr interleaved in
+	// arrival order), whatever MaxOutput keeps. Parent dirs are created.
+	OutputFile string `json:"output_file,omitempty"`
+	// OutputFileLimit caps that file (0 = DefaultOutputFileLimit); bytes
+	// past it are counted, not written.
+	OutputFileLimit int64 `json:"output_file_limit,omitempty"`
+}
+
+// OutputFileReport says what became of an ExecRequest.OutputFile.
+type OutputFileReport struct {
+	// OutputFile is the path written, as requested ("" when none was).
+	OutputFile string `json:"output_file,omitempty"`
+	// OutputFileBytes counts the bytes in the file.
+	OutputFileBytes int64 `json:"output_file_bytes,omitempty"`
+	// OutputFileCut counts bytes not written because of the limit.
+	OutputFileCut int64 `json:"output_file_cut,omitempty"`
+	// OutputFileError is set when writing failed: the file then holds
+	// only the first OutputFileBytes bytes.
+	OutputFileError string `json:"output_file_error,omitempty"`
 }
 
 // ExecReply is the end of an exec request.
@@ -155,6 +175,12 @@ type ExecReply struct {
 	StderrDropped int64  `json:"stderr_dropped,omitempty"`
 	// JobID is set in the immediate reply of a job start.
 	JobID string `json:"job_id,omitempty"`
+	// LeftRunning lists processes the command left behind that still
+	// held its stdout or stderr open when it exited: the agent stopped
+	// reading shortly after the exit, so what they print later is not
+	// captured. Everything read up to then is in the output or counted.
+	LeftRunning []int `json:"left_running,omitempty"`
+	OutputFileReport
 }
 
 // JobRef names a job (ops job.status, job.wait, job.remove).
@@ -192,6 +218,10 @@ type JobStatus struct {
 	EndedNs   int64    `json:"ended_ns,omitempty"`
 	// Written counts all output bytes the job produced.
 	Written int64 `json:"written"`
+	// LeftRunning: see ExecReply (set once the job ended).
+	LeftRunning []int `json:"left_running,omitempty"`
+	// The job's OutputFile so far (final once the job ended).
+	OutputFileReport
 }
 
 // JobSignalRequest signals a job's process tree (op job.kill).

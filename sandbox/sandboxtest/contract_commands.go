@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -71,6 +72,150 @@ var commandTests = []contractTest{
 	{name: "TimeoutAboveMaximumIsRefused", run: testMaxTimeout},
 	{name: "OutputPastCapIsCutWithMarker", run: testOutputCap},
 	{name: "ConcurrentCommandsDoNotBlockEachOther", run: testConcurrentCommands},
+	{name: "OutputFileHoldsTheWholeOutput", run: testOutputFile},
+	{name: "OutputFileCapIsCountedAndErrorsReported", run: testOutputFileCap},
+	{name: "SlowConsumerGetsEveryByte", run: testSlowConsumer},
+	{name: "ConcurrentLargeOutputsArriveWhole", run: testConcurrentLargeOutputs},
+}
+
+// seqBytes is len(`seq 1 200000`).
+const seqBytes = 1288895
+
+// testOutputFile: the whole output of a command is in its OutputFile, its
+// line count equal to the output's, while the Result keeps the head and
+// the tail (the last line, the one a model needs) and counts the middle.
+func testOutputFile(t *testing.T, newSandbox Factory) {
+	b := open(t, newSandbox, sandbox.WithLimits(sandbox.Limits{MaxOutputBytes: 32 << 10}))
+	const file = ".sandboxkit/outputs/1-output.txt"
+	res := b.run(sandbox.Command{Args: []string{"seq", "1", "200000"}, OutputFile: file})
+	if res.OutputFile != file || res.OutputFileBytes != seqBytes || res.OutputFileCut != 0 || res.OutputFileError != "" {
+		t.Fatalf("output file report %+v, want %s with %d bytes, none cut, no error", res.OutputFileInfo, file, seqBytes)
+	}
+	if !strings.HasSuffix(res.Stdout, "\n199999\n200000\n") {
+		t.Fatalf("the last line is not in the result's tail: ...%q", res.Stdout[max(0, len(res.Stdout)-40):])
+	}
+	if int64(len(res.Stdout))-int64(len(cutMarkerOf(res.Stdout)))+res.StdoutDropped != seqBytes {
+		t.Fatalf("kept %d bytes and dropped %d of %d: bytes lost without a count", len(res.Stdout), res.StdoutDropped, seqBytes)
+	}
+	data := b.read(file)
+	if lines := strings.Count(data, "\n"); lines != 200000 || !strings.HasPrefix(data, "1\n2\n") || !strings.HasSuffix(data, "\n200000\n") {
+		t.Fatalf("the output file has %d lines (%d bytes), want all 200000", lines, len(data))
+	}
+	// stdout and stderr go to one file in order of arrival; an absolute
+	// path under the workspace works too, and an existing file is replaced.
+	abs := b.sb.Info().Workspace + "/" + file
+	res = b.run(sandbox.Command{Shell: "echo out; sleep 0.1; echo err >&2; sleep 0.1; echo out2", OutputFile: abs})
+	if got := b.read(file); got != "out\nerr\nout2\n" || res.OutputFileBytes != int64(len(got)) {
+		t.Fatalf("output file %q (%d bytes reported), want \"out\\nerr\\nout2\\n\"", got, res.OutputFileBytes)
+	}
+	// A background job writes its file too; its status reports it.
+	j, err := b.sb.Commands.Start(b.ctx(), sandbox.Command{Args: []string{"seq", "1", "200000"}, OutputFile: "job-out.txt"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := j.Wait(b.ctx())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.OutputFile != "job-out.txt" || st.OutputFileBytes != seqBytes || st.OutputFileCut != 0 || st.OutputFileError != "" {
+		t.Fatalf("job output file report %+v", st.OutputFileInfo)
+	}
+	if got := b.read("job-out.txt"); strings.Count(got, "\n") != 200000 {
+		t.Fatalf("the job's output file has %d lines, want 200000", strings.Count(got, "\n"))
+	}
+	_, err = b.sb.Commands.Run(b.ctx(), sandbox.Command{Args: []string{"true"}, OutputFile: "../outside.txt"})
+	wantCode(t, "output file outside the workspace", err, sandbox.CodePathEscape)
+}
+
+// cutMarkerOf returns the cut marker in s ("" if none).
+func cutMarkerOf(s string) string {
+	i := strings.Index(s, "\n[... sandboxkit:")
+	if i < 0 {
+		return ""
+	}
+	j := strings.Index(s[i:], "...]\n")
+	if j < 0 {
+		return ""
+	}
+	return s[i : i+j+len("...]\n")]
+}
+
+// testOutputFileCap: past OutputFileLimit bytes are counted, not written;
+// a write that fails is reported with the bytes written before it.
+func testOutputFileCap(t *testing.T, newSandbox Factory) {
+	b := open(t, newSandbox, sandbox.WithLimits(sandbox.Limits{MaxOutputBytes: 2 << 20}))
+	res := b.run(sandbox.Command{Args: []string{"seq", "1", "200000"}, OutputFile: "capped.txt", OutputFileLimit: 1000})
+	if res.OutputFileBytes != 1000 || res.OutputFileCut != seqBytes-1000 || res.OutputFileError != "" {
+		t.Fatalf("capped output file report %+v, want 1000 bytes and %d cut", res.OutputFileInfo, seqBytes-1000)
+	}
+	if got := b.read("capped.txt"); len(got) != 1000 || !strings.HasPrefix(got, "1\n2\n") {
+		t.Fatalf("capped file has %d bytes", len(got))
+	}
+	if !strings.HasSuffix(res.Stdout, "\n200000\n") || res.StdoutDropped != 0 {
+		t.Fatalf("the file's cap cut the result too: %d bytes, %d dropped", len(res.Stdout), res.StdoutDropped)
+	}
+	_, err := b.sb.Commands.Run(b.ctx(), sandbox.Command{Args: []string{"true"}, OutputFile: "x.txt", OutputFileLimit: -1})
+	wantCode(t, "negative output file limit", err, sandbox.CodeInvalidArgument)
+	// A file that cannot be made does not stop the command; the result
+	// says why there is no file.
+	b.write("plainfile", "x")
+	res = b.run(sandbox.Command{Args: []string{"echo", "ran"}, OutputFile: "plainfile/sub/out.txt"})
+	if res.Stdout != "ran\n" || res.OutputFileError == "" || res.OutputFileBytes != 0 {
+		t.Fatalf("output file under a regular file: stdout %q report %+v, want the command run and an error", res.Stdout, res.OutputFileInfo)
+	}
+}
+
+// testSlowConsumer: a caller that takes its output slowly still gets all
+// of it. The agent used to stop reading 200 ms after the command exited:
+// an OnOutput callback sleeping 150 ms got 262,144 of 300,000 bytes, with
+// exit 0 and nothing counted as dropped.
+func testSlowConsumer(t *testing.T, newSandbox Factory) {
+	b := open(t, newSandbox, sandbox.WithLimits(sandbox.Limits{MaxOutputBytes: 1 << 20}))
+	var got int
+	res := b.run(sandbox.Command{
+		Shell: "head -c 300000 /dev/zero | tr '\\0' x",
+		OnOutput: func(c sandbox.Chunk) {
+			got += len(c.Data)
+			time.Sleep(150 * time.Millisecond)
+		},
+	})
+	if got != 300000 || len(res.Stdout) != 300000 || res.StdoutDropped != 0 {
+		t.Fatalf("OnOutput got %d bytes, the result %d (%d dropped), of 300000 printed", got, len(res.Stdout), res.StdoutDropped)
+	}
+}
+
+// testConcurrentLargeOutputs: many commands at once each return their
+// whole output (200 runs of 200 KB returned 155-172 KB each, exit 0 and
+// nothing counted, when the agent cut reading 200 ms after each exit).
+func testConcurrentLargeOutputs(t *testing.T, newSandbox Factory) {
+	b := open(t, newSandbox, sandbox.WithLimits(sandbox.Limits{MaxOutputBytes: 1 << 20}))
+	const runs, size = 200, 200000
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	short := map[int]int{}
+	for i := range runs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// One process per run: 200 pipelines would pass the default
+			// pids limit, and a shell whose fork fails in a pipeline exits
+			// with the last command's status, 0, and prints nothing.
+			res, err := b.sb.Commands.Run(b.ctx(), sandbox.Command{Args: []string{"head", "-c", strconv.Itoa(size), "/dev/zero"}})
+			if err != nil {
+				t.Errorf("run %d: %v", i, err)
+				return
+			}
+			if len(res.Stdout) != size || res.StdoutDropped != 0 || res.ExitCode != 0 {
+				mu.Lock()
+				short[i] = len(res.Stdout)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if len(short) > 0 {
+		t.Fatalf("%d of %d concurrent runs returned short output with nothing counted (run: bytes) %v", len(short), runs, short)
+	}
 }
 
 func testArgv(t *testing.T, newSandbox Factory) {
@@ -292,7 +437,15 @@ func testBackgroundChild(t *testing.T, newSandbox Factory) {
 	if d := time.Since(start); d > 10*time.Second {
 		t.Fatalf("Run waited %s for a daemon holding the pipe", d)
 	}
+	// The agent stopped reading early because of it, and says so.
+	if len(res.LeftRunning) == 0 {
+		t.Fatalf("LeftRunning is empty, yet a daemon held the output open when the command exited")
+	}
 	waitMarked(t, b.marker, 1) // it lives until Close, which must kill it
+	// A command whose children all closed the output reports none.
+	if res := b.run(sandbox.Command{Shell: "setsid " + b.sleep() + " >/dev/null 2>&1 & echo ok"}); len(res.LeftRunning) != 0 {
+		t.Fatalf("LeftRunning = %v for a daemon that does not hold the output", res.LeftRunning)
+	}
 }
 
 func testMaxTimeout(t *testing.T, newSandbox Factory) {

@@ -1,0 +1,287 @@
+package sandbox_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sandboxkit/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandboxkit/sandbox/sandboxtest"
+)
+
+// poolOptions are the options of the pool tests' sandboxes: the namespace
+// tier where CI requires it, anything the machine has otherwise.
+func poolOptions() []sandbox.Option {
+	if sandboxtest.Required("namespace") {
+		return []sandbox.Option{sandbox.RequireIsolation(sandbox.TierNamespace)}
+	}
+	return []sandbox.Option{sandbox.AllowWeaker(sandbox.TierLandlock, sandbox.TierProcess)}
+}
+
+// agentProcs lists the processes running this test binary other than the
+// test itself: the agents of sandboxes (the local backend re-executes the
+// binary), whatever their state.
+func agentProcs(t *testing.T) []int {
+	t.Helper()
+	self, err := os.Readlink("/proc/self/exe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ents, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		if exe, err := os.Readlink(filepath.Join("/proc", e.Name(), "exe")); err == nil && exe == self {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+func TestPoolRefusesASharedWorkspace(t *testing.T) {
+	_, err := sandbox.NewPool(context.Background(), sandbox.PoolConfig{Size: 1}, sandbox.WithWorkspace(t.TempDir()))
+	if sandbox.CodeOf(err) != sandbox.CodeInvalidArgument || !strings.Contains(err.Error(), "own") {
+		t.Fatalf("NewPool with WithWorkspace: %v; want SBX_INVALID_ARGUMENT saying each pooled sandbox gets its own workspace", err)
+	}
+}
+
+func TestPoolRefusesABadPythonImport(t *testing.T) {
+	_, err := sandbox.NewPool(context.Background(), sandbox.PoolConfig{PythonImports: []string{"os; import shutil"}})
+	if sandbox.CodeOf(err) != sandbox.CodeInvalidArgument {
+		t.Fatalf("NewPool with a statement as a module name: %v; want SBX_INVALID_ARGUMENT", err)
+	}
+}
+
+// TestPoolUnderLoad is the load test: 50 concurrent Gets on a pool
+// of 8. Nothing fails, no sandbox is handed out twice, each starts with an
+// empty workspace (nothing of an earlier caller's), its TTL runs from Get,
+// and after Close no agent process and no temporary workspace is left.
+func TestPoolUnderLoad(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts 58 sandboxes; skipped with -short")
+	}
+	// The sandbox's uid must reach its workspace: a directory under /tmp
+	// searchable by others, not t.TempDir (mode 700).
+	tmp, err := os.MkdirTemp("", "pooltest-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(tmp, 0o755)
+	t.Cleanup(func() { os.RemoveAll(tmp) })
+	t.Setenv("TMPDIR", tmp) // the local backend's temporary workspaces go here
+	before := len(agentProcs(t))
+
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	pool, err := sandbox.NewPool(ctx, sandbox.PoolConfig{Size: 8, MaxStarting: 2}, append(poolOptions(), sandbox.WithTTL(time.Hour))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const callers = 50
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		seen = map[string]bool{}
+		errs []error
+	)
+	for i := range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			fail := func(err error) {
+				mu.Lock()
+				errs = append(errs, fmt.Errorf("caller %d: %w", i, err))
+				mu.Unlock()
+			}
+			got := time.Now()
+			sb, err := pool.Get(ctx)
+			if err != nil {
+				fail(err)
+				return
+			}
+			defer sb.Close()
+			mu.Lock()
+			dup := seen[sb.ID()]
+			seen[sb.ID()] = true
+			mu.Unlock()
+			if dup {
+				fail(fmt.Errorf("sandbox %s handed out twice", sb.ID()))
+				return
+			}
+			if exp := sb.Info().Expires; exp.Before(got.Add(time.Hour - time.Second)) {
+				fail(fmt.Errorf("TTL runs from creation, not from Get: expires %s, Get at %s", exp, got))
+			}
+			// A previous caller's file must never be here: every caller
+			// writes one and lists the workspace first.
+			res, err := sb.Commands.Run(ctx, sandbox.Command{Shell: fmt.Sprintf("ls -A; echo caller-%d > mine.txt", i)})
+			if err != nil {
+				fail(err)
+				return
+			}
+			if res.ExitCode != 0 || strings.TrimSpace(res.Stdout) != "" {
+				fail(fmt.Errorf("a fresh pooled sandbox's workspace is not empty: exit %d, ls: %q %q", res.ExitCode, res.Stdout, res.Stderr))
+			}
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		t.Error(err)
+	}
+	if len(seen) != callers {
+		t.Errorf("%d distinct sandboxes for %d Gets", len(seen), callers)
+	}
+	if err := pool.Close(); err != nil {
+		t.Errorf("Pool.Close: %v", err)
+	}
+	if _, err := pool.Get(ctx); sandbox.CodeOf(err) != sandbox.CodeClosed {
+		t.Errorf("Get after Close: %v; want SBX_CLOSED", err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		left := agentProcs(t)
+		ws, _ := filepath.Glob(filepath.Join(tmp, "sandboxkit-ws-*"))
+		if len(left) <= before && len(ws) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after Pool.Close and every caller's Close: %d agent processes (had %d before) and workspaces %v are left", len(left), before, ws)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestPoolReplacesDeadSandboxes: a pooled sandbox whose agent died while it
+// waited is never handed out.
+func TestPoolReplacesDeadSandboxes(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pool, err := sandbox.NewPool(ctx, sandbox.PoolConfig{Size: 1}, poolOptions()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	// Wait until the one sandbox is ready, then kill every agent: the pool
+	// holds a sandbox that is dead.
+	eventuallyTrue(t, "the pool's first sandbox to start", func() bool { return len(agentProcs(t)) >= 1 })
+	time.Sleep(200 * time.Millisecond)
+	for _, pid := range agentProcs(t) {
+		p, _ := os.FindProcess(pid)
+		p.Kill()
+	}
+	sb, err := pool.Get(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	res, err := sb.Commands.Run(ctx, sandbox.Command{Shell: "echo alive"})
+	if err != nil || strings.TrimSpace(res.Stdout) != "alive" {
+		t.Fatalf("the sandbox Get returned after its predecessor died: %v %+v", err, res)
+	}
+}
+
+// TestPoolPreloadsPython: with PythonImports the default context already
+// has the modules when Get returns.
+func TestPoolPreloadsPython(t *testing.T) {
+	sandboxtest.NewDefault(t) // skips (or fails in CI) without python3
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	pool, err := sandbox.NewPool(ctx, sandbox.PoolConfig{Size: 1, PythonImports: []string{"json", "xml.dom"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	sb, err := pool.Get(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	ex, err := sb.Python.Run(ctx, "import sys; 'json' in sys.modules and 'xml.dom' in sys.modules", sandbox.PythonRunOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ex.Result == nil || !strings.Contains(ex.Result.Plain(), "True") {
+		t.Fatalf("the modules were not imported before Get: %+v", ex)
+	}
+}
+
+// TestPooledSandboxesPassTheContract runs the contract suite on sandboxes
+// from a pool: a pooled sandbox is a fresh one. Tests that need their own
+// options (limits, a workspace) get a cold sandbox with them.
+func TestPooledSandboxesPassTheContract(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the whole contract suite; skipped with -short")
+	}
+	ctx := context.Background()
+	pool, err := sandbox.NewPool(ctx, sandbox.PoolConfig{Size: 4}, poolOptions()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pool.Close() })
+	sandboxtest.RunContract(t, func(t *testing.T, opts ...sandbox.Option) *sandbox.Sandbox {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if len(opts) > 0 {
+			sb, err := sandbox.New(ctx, append(poolOptions(), opts...)...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return sb
+		}
+		sb, err := pool.Get(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sb
+	})
+}
+
+func eventuallyTrue(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestPooledSandboxesPassTheEscapeSuite: a pooled sandbox holds every
+// control a fresh one holds.
+func TestPooledSandboxesPassTheEscapeSuite(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the whole escape suite; skipped with -short")
+	}
+	pool, err := sandbox.NewPool(context.Background(), sandbox.PoolConfig{Size: 4}, poolOptions()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pool.Close() })
+	sandboxtest.RunEscape(t, func(t *testing.T, opts ...sandbox.Option) *sandbox.Sandbox {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if len(opts) > 0 {
+			sb, err := sandbox.New(ctx, append(poolOptions(), opts...)...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return sb
+		}
+		sb, err := pool.Get(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sb
+	})
+}

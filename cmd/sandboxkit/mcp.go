@@ -22,13 +22,14 @@ import (
 const sessionTTL = 100 * 365 * 24 * time.Hour
 
 func runMCP(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("mcp", "[--http ADDR] [--backend local|docker://IMAGE] [--workspace DIR] [--allow-network]\n                 [--allow-weaker TIERS] [--ttl D] [--idle-timeout D] [--allow-remote]",
+	fs := newFlags("mcp", "[--http ADDR] [--backend local|docker://IMAGE] [--workspace DIR] [--allow-network]\n                 [--allow-weaker TIERS] [--ttl D] [--idle-timeout D] [--pool N] [--allow-remote]",
 		"Serve the sandbox tools over MCP: on stdin/stdout by default, or as streamable HTTP\nwith --http. Every client session gets its own sandbox, closed when the session\nends. Logs go to stderr only.\n\n"+sandboxFlagsHelp, stdout)
 	var sf sandboxFlags
 	sf.register(fs)
 	addr := fs.String("http", "", "serve streamable HTTP on `addr` (e.g. 127.0.0.1:8080, or 127.0.0.1:0 for a free port; the URL is printed on stderr) instead of stdio")
 	idle := fs.Duration("idle-timeout", 30*time.Minute, "with --http: end a session and close its sandbox after this long without requests")
 	ttl := fs.Duration("ttl", 0, "close a session's sandbox this long after it was created, even while in use (the next call gets a new, empty one); default: the sandbox lives as long as its session")
+	poolSize := fs.Int("pool", 0, "keep `N` sandboxes started ahead of time, so that a new session's first call does not wait for a sandbox to be created (each session still gets a fresh sandbox of its own; not with --workspace)")
 	remote := fs.Bool("allow-remote", false, "with --http: accept a listen address beyond loopback. There is no authentication: whoever reaches the port runs code in a sandbox")
 	if err := parseNoArgs(fs, args); err != nil {
 		return err
@@ -40,6 +41,12 @@ func runMCP(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	if *ttl < 0 {
 		return usagef("--ttl must not be negative, got %s", *ttl)
+	}
+	if *poolSize < 0 {
+		return usagef("--pool must not be negative, got %d", *poolSize)
+	}
+	if *poolSize > 0 && sf.workspace != "" {
+		return usagef("--pool cannot be used with --workspace: pooled sandboxes each get a workspace of their own")
 	}
 	opts, closeBackend, err := sf.options()
 	if err != nil {
@@ -59,8 +66,17 @@ func runMCP(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		opts = append(opts, sandbox.WithTTL(sessionTTL))
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
+	newSandbox := func(ctx context.Context) (*sandbox.Sandbox, error) { return sandbox.New(ctx, opts...) }
+	if *poolSize > 0 {
+		pool, err := sandbox.NewPool(ctx, sandbox.PoolConfig{Size: *poolSize}, opts...)
+		if err != nil {
+			return err
+		}
+		defer pool.Close()
+		newSandbox = pool.Get
+	}
 	factory := func(ctx context.Context) (*toolkit.Toolkit, func(), error) {
-		sb, err := sandbox.New(ctx, opts...)
+		sb, err := newSandbox(ctx)
 		if err != nil {
 			return nil, nil, err
 		}

@@ -29,6 +29,15 @@
 //     while the call runs, so that clients keep waiting on long commands and
 //     can show that something is happening.
 //
+// Over stdio, serve with [StdioTransport] (or a [LineTransport] on any
+// reader and writer), not the go-sdk's own stdio transport: a malformed
+// line (garbage, truncated or invalid UTF-8 JSON, a batch array, a wrong
+// "jsonrpc" version, an id of the wrong type) is answered with the JSON-RPC
+// error for it (-32700 parse error, -32600 invalid request) and logged,
+// and the session and its sandbox carry on; the SDK's transport ended the
+// session instead. A request the client cancelled gets no reply, and no
+// error reply carries code 0.
+//
 // Infrastructure failures are handled per session: when the sandbox dies or
 // is closed under a session (a toolkit error with Fatal() true), the call
 // returns an isError result saying that the sandbox was lost, the session's

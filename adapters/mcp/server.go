@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/sandboxkit/sandboxkit/toolkit"
@@ -119,7 +120,7 @@ func NewServer(newToolkit Factory, opts *Options) *Server {
 // tools/list.
 func (s *Server) SDKServer() *sdk.Server { return s.srv }
 
-// Run serves one client over t (e.g. &mcp.StdioTransport{}) until the
+// Run serves one client over t (e.g. [StdioTransport]) until the
 // client disconnects or ctx is done, then releases the session's toolkit
 // before it returns. A clean disconnect returns nil.
 func (s *Server) Run(ctx context.Context, t sdk.Transport) error {
@@ -323,15 +324,19 @@ func (s *Server) middleware(next sdk.MethodHandler) sdk.MethodHandler {
 		case *sdk.ListToolsRequest:
 			st, err := s.sessionFor(r.Session)
 			if err != nil {
-				return nil, err
+				return nil, rpcError(err)
 			}
 			kit, err := s.toolkit(ctx, st)
 			if err != nil {
-				return nil, err
+				return nil, rpcError(err)
 			}
 			return &sdk.ListToolsResult{Tools: Tools(kit, s.opts.ClosedWorld)}, nil
 		case *sdk.CallToolRequest:
-			return s.callTool(ctx, r)
+			res, err := s.callTool(ctx, r)
+			if err != nil {
+				return nil, rpcError(err)
+			}
+			return res, nil
 		}
 		return next(ctx, method, req)
 	}
@@ -446,6 +451,18 @@ func Result(res toolkit.Result) *sdk.CallToolResult {
 		content = append(content, &sdk.ImageContent{Data: img.Data, MIMEType: img.MIMEType})
 	}
 	return &sdk.CallToolResult{Content: content, IsError: res.IsError}
+}
+
+// rpcError gives err a JSON-RPC code: the SDK sends a Go error without one
+// as code 0, which JSON-RPC does not define and clients show as garbage.
+// The server's own failures (no toolkit, shutting down, a cancelled call)
+// are internal errors, -32603.
+func rpcError(err error) error {
+	var we *jsonrpc.Error
+	if errors.As(err, &we) && we.Code != 0 {
+		return err
+	}
+	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
 }
 
 func errorResult(text string) *sdk.CallToolResult {

@@ -10,8 +10,6 @@ import (
 	"net/http"
 	"time"
 
-	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"github.com/sandboxkit/sandboxkit/adapters/mcp"
 	"github.com/sandboxkit/sandboxkit/sandbox"
 	"github.com/sandboxkit/sandboxkit/toolkit"
@@ -103,7 +101,9 @@ func runMCP(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		Instructions: "Tools that run commands, Python and files in an isolated sandbox that lives as long as this session."})
 	defer srv.Close()
 	if *addr == "" {
-		err := srv.Run(ctx, &sdk.StdioTransport{})
+		// Our line transport, not the SDK's: one malformed line must not
+		// end the session and its sandbox (see mcp.LineTransport).
+		err := srv.Run(ctx, mcp.StdioTransport(log))
 		if ctx.Err() != nil {
 			// SIGTERM or SIGINT: how clients stop a server that did not
 			// leave when its stdin closed. The sandbox is closed by now,

@@ -1,0 +1,412 @@
+package mcp
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"os"
+	"strconv"
+	"sync"
+	"unicode/utf8"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+)
+
+// DefaultMaxLineBytes bounds one inbound message of a [LineTransport] when
+// MaxLineBytes is zero: 16 MiB, the go-sdk's own default, far above any
+// tool call a model makes (write_file content is the largest).
+const DefaultMaxLineBytes = 16 << 20
+
+// LineTransport carries MCP over newline-delimited JSON-RPC on a reader and a
+// writer: the stdio transport of `sandboxkit mcp`. Use it instead of the
+// go-sdk's StdioTransport or IOTransport.
+//
+// Why not the SDK's: in go-sdk v1.8.0 one malformed line (garbage, a
+// truncated object, invalid UTF-8, a batch array, "jsonrpc":"1.0", an id
+// that is an object) makes the SDK's connection return a read error, which
+// ends the session: `sandboxkit mcp` exited with status 1 and the session's
+// sandbox, with every file and process in it, was gone, while the client got
+// no answer at all. JSON-RPC 2.0 says such a line gets an error response
+// (-32700 parse error, -32600 invalid request) and the server carries on.
+// This transport checks every line before the SDK sees it: a line the SDK
+// would refuse is answered here, logged, and skipped; only well-formed
+// messages reach the session. It also keeps two promises the SDK's replies
+// break: a request the client cancelled (notifications/cancelled) gets no
+// reply, and no error reply carries code 0 (the SDK sends code 0 for a Go
+// error that has no JSON-RPC code; it becomes -32603, internal error).
+type LineTransport struct {
+	// In is read line by line. It is closed when the connection closes,
+	// if it is an io.Closer (a blocked read of a terminal or a pipe
+	// may still not return before the next line: that is the OS).
+	In io.Reader
+	// Out receives one JSON-RPC message per line. It is closed when the
+	// connection closes, if it is an io.Closer.
+	Out io.Writer
+	// Logger receives a line per refused message (nil discards them).
+	// Never log to Out: it is the protocol stream.
+	Logger *slog.Logger
+	// MaxLineBytes bounds one inbound message; a longer line is skipped
+	// and answered with -32600. Zero means DefaultMaxLineBytes.
+	MaxLineBytes int
+}
+
+// StdioTransport returns a LineTransport on the process's standard input and
+// output (left open when the connection closes), logging refused lines to
+// log (which must not write to stdout).
+func StdioTransport(log *slog.Logger) *LineTransport {
+	return &LineTransport{In: os.Stdin, Out: struct{ io.Writer }{os.Stdout}, Logger: log}
+}
+
+// Connect implements the go-sdk's Transport interface. It starts reading In.
+func (t *LineTransport) Connect(context.Context) (sdk.Connection, error) {
+	if t.In == nil || t.Out == nil {
+		return nil, errors.New("mcp.LineTransport: In and Out must be set")
+	}
+	c := &lineConn{
+		in:       t.In,
+		out:      t.Out,
+		log:      t.Logger,
+		max:      t.MaxLineBytes,
+		incoming: make(chan jsonrpc.Message),
+		closed:   make(chan struct{}),
+		inflight: map[jsonrpc.ID]bool{},
+	}
+	if c.log == nil {
+		c.log = slog.New(slog.DiscardHandler)
+	}
+	if c.max <= 0 {
+		c.max = DefaultMaxLineBytes
+	}
+	go c.readLoop()
+	return c, nil
+}
+
+// lineConn is one LineTransport connection.
+type lineConn struct {
+	in  io.Reader
+	out io.Writer
+	log *slog.Logger
+	max int
+
+	incoming chan jsonrpc.Message // well-formed messages, in order
+	closed   chan struct{}
+	once     sync.Once
+	readErr  error // why In ended; set before incoming is closed
+
+	writeMu sync.Mutex // one line at a time on out
+
+	// inflight holds the ids of the client's requests that have not been
+	// answered yet; a true value means the client cancelled it, so its
+	// reply is dropped. Only ids of requests seen are kept, so the map is
+	// bounded by what is in flight.
+	mu       sync.Mutex
+	inflight map[jsonrpc.ID]bool
+}
+
+func (c *lineConn) SessionID() string { return "" }
+
+// readLoop reads lines until In ends, answering the malformed ones and
+// handing the others to Read.
+func (c *lineConn) readLoop() {
+	r := bufio.NewReaderSize(c.in, 64<<10)
+	for {
+		line, tooLong, err := readLine(r, c.max)
+		if tooLong {
+			c.refuse(nullID, jsonrpc.CodeInvalidRequest, fmt.Sprintf("message longer than %d bytes; it was skipped", c.max), line)
+		} else if len(bytes.TrimSpace(line)) > 0 {
+			if msg := c.check(line); msg != nil {
+				select {
+				case c.incoming <- msg:
+				case <-c.closed:
+					return
+				}
+			}
+		}
+		if err != nil {
+			c.mu.Lock()
+			c.readErr = err
+			c.mu.Unlock()
+			close(c.incoming)
+			return
+		}
+	}
+}
+
+// readLine returns the next line without its newline. A line over max bytes
+// is consumed to its end and reported as tooLong with its first bytes (for
+// the log), so that one huge line costs at most max bytes of memory.
+func readLine(r *bufio.Reader, max int) (line []byte, tooLong bool, err error) {
+	for {
+		chunk, err := r.ReadSlice('\n')
+		if !tooLong {
+			if len(line)+len(chunk) > max+1 { // +1: the newline
+				tooLong = true
+				line = append(line, chunk[:min(len(chunk), 200)]...)
+			} else {
+				line = append(line, chunk...)
+			}
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		line = bytes.TrimSuffix(line, []byte("\n"))
+		line = bytes.TrimSuffix(line, []byte("\r"))
+		return line, tooLong, err
+	}
+}
+
+// check returns the message a line carries, or nil when the line was
+// malformed (and answered, where JSON-RPC says to answer).
+func (c *lineConn) check(line []byte) jsonrpc.Message {
+	// JSON text is UTF-8 (RFC 8259 §8.1). Go's decoder would quietly turn
+	// bad bytes into U+FFFD; a message that is not what was sent is refused.
+	if !utf8.Valid(line) {
+		c.refuse(nullID, jsonrpc.CodeParseError, "parse error: the message is not valid UTF-8", line)
+		return nil
+	}
+	if !json.Valid(line) {
+		c.refuse(nullID, jsonrpc.CodeParseError, "parse error: the message is not valid JSON", line)
+		return nil
+	}
+	trimmed := bytes.TrimSpace(line)
+	if trimmed[0] == '[' {
+		// MCP 2025-06-18 removed JSON-RPC batching; one message per line.
+		c.refuse(nullID, jsonrpc.CodeInvalidRequest, "invalid request: batches (JSON arrays) are not supported; send one message per line", line)
+		return nil
+	}
+	var fields map[string]json.RawMessage
+	if trimmed[0] != '{' || json.Unmarshal(trimmed, &fields) != nil {
+		c.refuse(nullID, jsonrpc.CodeInvalidRequest, "invalid request: a message must be a JSON object", line)
+		return nil
+	}
+	id, idOK := parseID(fields["id"])
+	_, hasID := fields["id"]
+	if !idOK {
+		c.refuse(nullID, jsonrpc.CodeInvalidRequest, "invalid request: id must be a string or an integer", line)
+		return nil
+	}
+	var version string
+	if json.Unmarshal(fields["jsonrpc"], &version) != nil || version != "2.0" {
+		c.refuse(answerable(fields, id), jsonrpc.CodeInvalidRequest, `invalid request: "jsonrpc" must be "2.0"`, line)
+		return nil
+	}
+	rawMethod, isRequest := fields["method"]
+	if isRequest {
+		var method string
+		if json.Unmarshal(rawMethod, &method) != nil {
+			c.refuse(answerable(fields, id), jsonrpc.CodeInvalidRequest, "invalid request: method must be a string", line)
+			return nil
+		}
+		if p, ok := fields["params"]; ok && !isStructured(p) {
+			c.refuse(answerable(fields, id), jsonrpc.CodeInvalidRequest, "invalid request: params must be an object or an array", line)
+			return nil
+		}
+	} else {
+		// A response to one of the server's requests. There is nothing to
+		// answer a malformed one with: log it and go on.
+		_, hasResult := fields["result"]
+		_, hasError := fields["error"]
+		if !hasID || id == nil || hasResult == hasError {
+			c.refuse(nil, jsonrpc.CodeInvalidRequest, "not answered: a message with neither a method nor exactly one of result and error", line)
+			return nil
+		}
+	}
+	msg, err := jsonrpc.DecodeMessage(trimmed)
+	if err != nil {
+		// Anything else the SDK refuses (e.g. nesting past its depth limit).
+		c.refuse(answerable(fields, id), jsonrpc.CodeInvalidRequest, "invalid request: "+err.Error(), line)
+		return nil
+	}
+	if req, ok := msg.(*jsonrpc.Request); ok {
+		c.track(req)
+	}
+	return msg
+}
+
+// nullID answers a message whose id is unknown: JSON-RPC's reply to a parse
+// error or an invalid request has id null.
+var nullID = &jsonrpc.ID{}
+
+// answerable returns the id to answer a refused message with: its own id
+// when it has a valid one, id null when it has none (JSON-RPC answers an
+// invalid request with id null: it cannot know the sender meant a
+// notification), or nil, no answer, for a malformed response.
+func answerable(fields map[string]json.RawMessage, id *jsonrpc.ID) *jsonrpc.ID {
+	if _, isRequest := fields["method"]; !isRequest {
+		if _, isResponse := fields["result"]; isResponse {
+			return nil
+		}
+		if _, isResponse := fields["error"]; isResponse {
+			return nil
+		}
+	}
+	if id == nil {
+		return nullID
+	}
+	return id
+}
+
+// parseID reads a JSON-RPC id: absent or null (nil, ok), a string, or an
+// integer. A fractional number would be truncated by the SDK and its reply
+// would name another request, so it is refused like an object or a bool.
+func parseID(raw json.RawMessage) (*jsonrpc.ID, bool) {
+	if raw == nil || string(bytes.TrimSpace(raw)) == "null" {
+		return nil, true
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		id, _ := jsonrpc.MakeID(s)
+		return &id, true
+	}
+	n, err := strconv.ParseInt(string(bytes.TrimSpace(raw)), 10, 64)
+	if err != nil || n == math.MinInt64 {
+		return nil, false
+	}
+	// MakeID takes the float64 of encoding/json; ids beyond 2^53 lose
+	// precision there too, as they would in the SDK.
+	id, _ := jsonrpc.MakeID(float64(n))
+	return &id, true
+}
+
+func isStructured(raw json.RawMessage) bool {
+	t := bytes.TrimSpace(raw)
+	return len(t) > 0 && (t[0] == '{' || t[0] == '[')
+}
+
+// refuse logs a malformed line and, when id is not nil, answers it with an
+// error response (id null when id is nullID).
+func (c *lineConn) refuse(id *jsonrpc.ID, code int64, message string, line []byte) {
+	c.log.Warn("refused a malformed MCP message; the session goes on", "code", code, "reason", message,
+		"bytes", len(line), "line", logSnippet(line))
+	if id == nil {
+		return
+	}
+	var idJSON json.RawMessage = []byte("null")
+	if id.IsValid() {
+		idJSON, _ = json.Marshal(id.Raw())
+	}
+	reply, _ := json.Marshal(struct {
+		Version string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Error   jsonrpc.Error   `json:"error"`
+	}{"2.0", idJSON, jsonrpc.Error{Code: code, Message: message}})
+	if err := c.writeLine(reply); err != nil {
+		c.log.Warn("could not answer a malformed message", "error", err)
+	}
+}
+
+// logSnippet bounds what a log line quotes of a hostile line.
+func logSnippet(line []byte) string {
+	const n = 120
+	if len(line) > n {
+		return strconv.Quote(string(line[:n])) + "…"
+	}
+	return strconv.Quote(string(line))
+}
+
+// track records the client's calls in flight and its cancellations of them.
+func (c *lineConn) track(req *jsonrpc.Request) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if req.IsCall() {
+		c.inflight[req.ID] = false
+		return
+	}
+	if req.Method != "notifications/cancelled" {
+		return
+	}
+	var p struct {
+		RequestID any `json:"requestId"`
+	}
+	if json.Unmarshal(req.Params, &p) != nil {
+		return
+	}
+	if id, err := jsonrpc.MakeID(p.RequestID); err == nil {
+		if _, ok := c.inflight[id]; ok {
+			c.inflight[id] = true
+		}
+	}
+}
+
+// Read returns the next well-formed message.
+func (c *lineConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-c.closed:
+		return nil, io.EOF
+	case msg, ok := <-c.incoming:
+		if !ok {
+			c.mu.Lock()
+			err := c.readErr
+			c.mu.Unlock()
+			return nil, err
+		}
+		return msg, nil
+	}
+}
+
+// Write sends msg on one line. A reply to a request the client cancelled is
+// dropped (MCP: the receiver of a cancellation "SHOULD NOT send a response
+// for the cancelled request"), and an error without a JSON-RPC code gets
+// -32603 instead of 0.
+func (c *lineConn) Write(ctx context.Context, msg jsonrpc.Message) error {
+	if resp, ok := msg.(*jsonrpc.Response); ok {
+		c.mu.Lock()
+		cancelled, tracked := c.inflight[resp.ID]
+		delete(c.inflight, resp.ID)
+		c.mu.Unlock()
+		if tracked && cancelled {
+			c.log.Info("dropped the reply to a request the client cancelled", "id", resp.ID.Raw())
+			return nil
+		}
+		if resp.Error != nil {
+			var we *jsonrpc.Error
+			if !errors.As(resp.Error, &we) || we.Code == 0 {
+				r := *resp
+				r.Error = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: resp.Error.Error()}
+				msg = &r
+			}
+		}
+	}
+	data, err := jsonrpc.EncodeMessage(msg)
+	if err != nil {
+		return err
+	}
+	return c.writeLine(data)
+}
+
+func (c *lineConn) writeLine(data []byte) error {
+	c.writeMu.Lock()
+	defer c.writeMu.Unlock()
+	select {
+	case <-c.closed:
+		return sdk.ErrConnectionClosed
+	default:
+	}
+	_, err := c.out.Write(append(data, '\n'))
+	return err
+}
+
+// Close ends the connection and closes In (so that the read loop ends where
+// the reader allows it).
+func (c *lineConn) Close() error {
+	var err error
+	c.once.Do(func() {
+		close(c.closed)
+		if cl, ok := c.in.(io.Closer); ok {
+			err = cl.Close()
+		}
+		if cl, ok := c.out.(io.Closer); ok {
+			err = errors.Join(err, cl.Close())
+		}
+	})
+	return err
+}

@@ -1,0 +1,299 @@
+package mcp
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// hostileLines are the lines that ended a go-sdk stdio session (issue 18),
+// each with the error code JSON-RPC 2.0 says the server answers with (0: no
+// answer, e.g. a notification or a malformed response).
+var hostileLines = []struct {
+	name string
+	line string
+	code int64
+}{
+	{"garbage", "this is not json", jsonrpc.CodeParseError},
+	{"truncated JSON", `{"jsonrpc":"2.0","id":"raw-1","method":"tools/li`, jsonrpc.CodeParseError},
+	{"invalid UTF-8", "{\"jsonrpc\":\"2.0\",\"id\":\"raw-2\",\"method\":\"ping\",\"params\":{\"x\":\"\xff\xfe\"}}", jsonrpc.CodeParseError},
+	{"batch array", `[{"jsonrpc":"2.0","id":"raw-3","method":"ping"}]`, jsonrpc.CodeInvalidRequest},
+	{"empty batch", `[]`, jsonrpc.CodeInvalidRequest},
+	{"jsonrpc 1.0", `{"jsonrpc":"1.0","id":"raw-4","method":"ping"}`, jsonrpc.CodeInvalidRequest},
+	{"no version", `{"id":"raw-5","method":"ping"}`, jsonrpc.CodeInvalidRequest},
+	{"object id", `{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}`, jsonrpc.CodeInvalidRequest},
+	{"fractional id", `{"jsonrpc":"2.0","id":1.5,"method":"ping"}`, jsonrpc.CodeInvalidRequest},
+	{"number method", `{"jsonrpc":"2.0","id":"raw-6","method":7}`, jsonrpc.CodeInvalidRequest},
+	{"string params", `{"jsonrpc":"2.0","id":"raw-7","method":"tools/list","params":"x"}`, jsonrpc.CodeInvalidRequest},
+	{"scalar", `42`, jsonrpc.CodeInvalidRequest},
+	{"null", `null`, jsonrpc.CodeInvalidRequest},
+	{"deep nesting", `{"jsonrpc":"2.0","id":"raw-8","method":"ping","params":{"a":` + strings.Repeat("[", 1500) + strings.Repeat("]", 1500) + `}}`, jsonrpc.CodeInvalidRequest},
+	{"response without id", `{"jsonrpc":"2.0","result":{}}`, 0},
+	{"bad notification", `{"jsonrpc":"1.0","method":"notifications/initialized"}`, jsonrpc.CodeInvalidRequest},
+	{"unknown method", `{"jsonrpc":"2.0","id":"raw-9","method":"no/such/method"}`, jsonrpc.CodeMethodNotFound},
+	{"control bytes", "\x00\x01\x02", jsonrpc.CodeParseError},
+}
+
+// tap is the client's end of a line stream to a server: the go-sdk client
+// speaks through it, and the test writes raw lines into the same stream and
+// collects the server's replies to them (those with id null or a string id
+// "raw-…"; the SDK client's own ids are integers).
+type tap struct {
+	w       io.WriteCloser
+	r       *bufio.Reader
+	rc      io.Closer
+	mu      sync.Mutex // one line at a time on w
+	replies chan map[string]any
+	closed  chan struct{}
+	once    sync.Once
+}
+
+func (t *tap) Connect(context.Context) (sdk.Connection, error) { return t, nil }
+func (t *tap) SessionID() string                               { return "" }
+
+func (t *tap) Read(ctx context.Context) (jsonrpc.Message, error) {
+	for {
+		line, err := t.r.ReadBytes('\n')
+		if err != nil {
+			return nil, err
+		}
+		var m map[string]any
+		if err := json.Unmarshal(line, &m); err != nil {
+			return nil, err
+		}
+		if id, ok := m["id"]; ok && (id == nil || strings.HasPrefix(stringOr(id), "raw-")) {
+			select {
+			case t.replies <- m:
+			case <-t.closed:
+				return nil, io.EOF
+			}
+			continue
+		}
+		return jsonrpc.DecodeMessage(line)
+	}
+}
+
+func stringOr(v any) string {
+	s, _ := v.(string)
+	return s
+}
+
+func (t *tap) Write(_ context.Context, msg jsonrpc.Message) error {
+	data, err := jsonrpc.EncodeMessage(msg)
+	if err != nil {
+		return err
+	}
+	return t.inject(string(data))
+}
+
+func (t *tap) inject(line string) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	_, err := io.WriteString(t.w, line+"\n")
+	return err
+}
+
+func (t *tap) Close() error {
+	t.once.Do(func() { close(t.closed); t.w.Close(); t.rc.Close() })
+	return nil
+}
+
+// lockedBuffer is a log destination the test can read while the server
+// writes to it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// lineSession runs srv over a LineTransport on pipes and connects the SDK
+// client to it through a tap.
+func lineSession(t testing.TB, srv *Server, log *slog.Logger) (*sdk.ClientSession, *tap, <-chan error) {
+	t.Helper()
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	go func() { ran <- srv.Run(ctx, &LineTransport{In: inR, Out: outW, Logger: log}) }()
+	tp := &tap{w: inW, r: bufio.NewReader(outR), rc: outR, replies: make(chan map[string]any, 64), closed: make(chan struct{})}
+	cctx, ccancel := context.WithTimeout(context.Background(), bound)
+	defer ccancel()
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil).Connect(cctx, tp, nil)
+	if err != nil {
+		cancel()
+		t.Fatalf("Connect: %v", err)
+	}
+	t.Cleanup(func() {
+		cs.Close()
+		cancel()
+		<-ran
+	})
+	return cs, tp, ran
+}
+
+func (t *tap) reply(tb testing.TB, what string) map[string]any {
+	tb.Helper()
+	select {
+	case m := <-t.replies:
+		return m
+	case <-time.After(bound):
+		tb.Fatalf("no reply to %s", what)
+		return nil
+	}
+}
+
+func errorCode(m map[string]any) int64 {
+	e, _ := m["error"].(map[string]any)
+	c, _ := e["code"].(float64)
+	return int64(c)
+}
+
+func TestLineTransportSurvivesMalformedLines(t *testing.T) {
+	f := &factory{}
+	srv := NewServer(f.make, nil)
+	defer srv.Close()
+	var logged lockedBuffer
+	cs, tp, ran := lineSession(t, srv, slog.New(slog.NewTextHandler(&logged, nil)))
+	want := 1
+	if got := textOf(call(t, cs, "count", nil)); got != "kit 1 count 1" {
+		t.Fatalf("first call: %q", got)
+	}
+	for _, h := range hostileLines {
+		if err := tp.inject(h.line); err != nil {
+			t.Fatalf("%s: writing: %v", h.name, err)
+		}
+		if h.code != 0 {
+			m := tp.reply(t, h.name)
+			if got := errorCode(m); got != h.code {
+				t.Errorf("%s: reply %v, want error code %d", h.name, m, h.code)
+			}
+			if m["jsonrpc"] != "2.0" {
+				t.Errorf("%s: reply %v lacks jsonrpc 2.0", h.name, m)
+			}
+		}
+		// The session, and the toolkit behind it, carry on.
+		want++
+		if got := textOf(call(t, cs, "count", nil)); got != "kit 1 count "+itoa(want) {
+			t.Fatalf("after %s: %q, want kit 1 count %d", h.name, got, want)
+		}
+	}
+	select {
+	case err := <-ran:
+		t.Fatalf("the server stopped: %v", err)
+	default:
+	}
+	if f.created.Load() != 1 || f.released.Load() != 0 {
+		t.Errorf("created %d, released %d toolkits; want one, kept", f.created.Load(), f.released.Load())
+	}
+	for _, h := range []string{"this is not json", "jsonrpc"} {
+		if !strings.Contains(logged.String(), strings.Split(h, " ")[0]) {
+			t.Errorf("log does not mention %q:\n%s", h, logged.String())
+		}
+	}
+	if n := strings.Count(logged.String(), "refused a malformed MCP message"); n < len(hostileLines)-1 {
+		t.Errorf("%d refusals logged for %d hostile lines:\n%s", n, len(hostileLines), logged.String())
+	}
+}
+
+func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
+
+func TestLineTransportDropsRepliesToCancelledRequests(t *testing.T) {
+	f := &factory{progressWait: make(chan struct{})}
+	srv := NewServer(f.make, nil)
+	defer srv.Close()
+	var logged lockedBuffer
+	cs, tp, _ := lineSession(t, srv, slog.New(slog.NewTextHandler(&logged, nil)))
+	call(t, cs, "count", nil)
+	// A raw call, so that the test sees its reply if one is sent.
+	tp.inject(`{"jsonrpc":"2.0","id":"raw-wait","method":"tools/call","params":{"name":"wait","arguments":{}}}`)
+	time.Sleep(20 * time.Millisecond) // let it reach the tool; either order must work
+	tp.inject(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"raw-wait","reason":"user"}}`)
+	// The server answers an unknown raw method after it handled the
+	// cancellation; a reply to raw-wait would come first.
+	eventually(t, "the dropped reply is logged", func() bool {
+		return strings.Contains(logged.String(), "dropped the reply to a request the client cancelled")
+	})
+	tp.inject(`{"jsonrpc":"2.0","id":"raw-after","method":"ping"}`)
+	m := tp.reply(t, "ping after the cancellation")
+	if m["id"] != "raw-after" {
+		t.Errorf("got %v, want only the ping's reply (the cancelled request must get none)", m)
+	}
+	if got := textOf(call(t, cs, "count", nil)); got != "kit 1 count 2" {
+		t.Errorf("after the cancelled call: %q", got)
+	}
+}
+
+func TestNoErrorReplyHasCodeZero(t *testing.T) {
+	// A failing factory made tools/list answer with code 0.
+	f := &factory{fail: io.ErrUnexpectedEOF}
+	srv := NewServer(f.make, nil)
+	defer srv.Close()
+	_, tp, _ := lineSession(t, srv, nil)
+	tp.inject(`{"jsonrpc":"2.0","id":"raw-list","method":"tools/list"}`)
+	m := tp.reply(t, "tools/list")
+	if c := errorCode(m); c == 0 || m["error"] == nil {
+		t.Errorf("tools/list with a failing factory: %v, want an error with a non-zero code", m)
+	}
+}
+
+// FuzzLineTransport feeds a random line to the server between two valid
+// calls: the second call must work on the same toolkit, and any reply the
+// line got must be a JSON-RPC error with a code.
+func FuzzLineTransport(f *testing.F) {
+	for _, h := range hostileLines {
+		f.Add([]byte(h.line))
+	}
+	f.Add([]byte(`{"jsonrpc":"2.0","id":"raw-x","method":"tools/call","params":{"name":"count"}}`))
+	f.Add([]byte(`{"jsonrpc":"2.0","id":1,"result":{}}`))
+	f.Fuzz(func(t *testing.T, line []byte) {
+		if bytes.ContainsAny(line, "\n") {
+			line = bytes.ReplaceAll(line, []byte("\n"), []byte(" "))
+		}
+		fk := &factory{}
+		srv := NewServer(fk.make, nil)
+		defer srv.Close()
+		cs, tp, _ := lineSession(t, srv, nil)
+		call(t, cs, "count", nil)
+		tp.inject(string(line))
+		res, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "count"})
+		if err != nil {
+			t.Fatalf("after %q: %v", line, err)
+		}
+		// A line that was itself a tools/call of count counts too.
+		if got := textOf(res); got != "kit 1 count 2" && got != "kit 1 count 3" {
+			t.Fatalf("after %q: %q, want the same toolkit", line, got)
+		}
+		for {
+			select {
+			case m := <-tp.replies:
+				if _, isErr := m["error"]; isErr && errorCode(m) == 0 {
+					t.Fatalf("after %q: an error reply with code 0: %v", line, m)
+				}
+				continue
+			default:
+			}
+			break
+		}
+	})
+}

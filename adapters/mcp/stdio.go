@@ -15,8 +15,8 @@ import (
 	"sync"
 	"unicode/utf8"
 
-	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // DefaultMaxLineBytes bounds one inbound message of a [LineTransport] when

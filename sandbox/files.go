@@ -80,7 +80,12 @@ type Listing struct {
 
 // SearchOptions is a content search.
 type SearchOptions struct {
-	// Pattern is a regular expression (RE2 syntax), matched per line.
+	// Pattern is a regular expression (RE2 syntax), matched within each
+	// line as grep does: a match never spans a newline (\s and [^x] do
+	// not match it, \A and \z act as ^ and $), and a pattern that needs
+	// a newline is refused with SBX_INVALID_ARGUMENT. The search takes
+	// time linear in the bytes searched for every pattern, and stops, in
+	// the sandbox too, when ctx ends.
 	Pattern string
 	// Path limits the search to a directory or file (default: workspace).
 	Path string

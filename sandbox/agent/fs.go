@@ -226,7 +226,8 @@ type FSChmodRequest struct {
 	Mode uint32 `json:"mode"`
 }
 
-// FSSearchRequest searches file contents with a regular expression (op fs.search).
+// FSSearchRequest searches file contents with a regular expression (op
+// fs.search), line by line (see LineMatcher).
 type FSSearchRequest struct {
 	Pattern    string   `json:"pattern"`
 	Path       string   `json:"path,omitempty"`

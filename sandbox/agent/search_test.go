@@ -1,50 +1,121 @@
 package agent
 
 import (
+	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 )
 
-// TestMatcherAgreesWithRegexp checks the literal-prefix search path against
-// regexp's own FindAllIndex: same matches, same spans, for patterns with and
-// without a literal prefix, including ones whose matches overlap or span
-// lines.
-func TestMatcherAgreesWithRegexp(t *testing.T) {
+// TestLineMatcherAgreesWithPerLineRegexp checks LineMatcher against the
+// plain definition of its semantics: a line is reported exactly when the
+// pattern matches that line alone. Each pattern also runs with tiny chunks,
+// so that the chunked, literal and long-line (rune reader) paths all meet
+// lines that straddle their boundaries.
+func TestLineMatcherAgreesWithPerLineRegexp(t *testing.T) {
 	texts := []string{
 		"func NewReader() {}\nfunc NewBufferedReader(x int)\nfunc newReader()\n",
 		"aaaa\naaab\nab ab abab\n",
 		"TODO(x): one\n// TODO: two TODO(y)\n",
 		"foo;\nbar\nfoo bar foo\n\nfoobar",
 		"",
+		"\n\n\n",
 		"no match here",
+		"caf\xc3\xa9 \xff\xfe bad utf8\r\nfoo\r\n",
+		strings.Repeat("a", 100) + "b\n" + strings.Repeat("ab", 50) + "\naaa",
 	}
 	patterns := []string{
 		`func New[A-Z]\w*Reader`, `func New`, `aa`, `a+b`, `ab|ac`, `TODO\(\w+\)`, `foo[^;]*bar`,
-		`foo$`, `foo\b`, `^foo`, `\bbar`, `(ab)+`, `x*`, `a.*`, `foo\nbar`,
+		`foo$`, `foo\b`, `^foo`, `\bbar`, `(ab)+`, `x*`, `a.*`, `a+$`, `(a+)+$`, `\Aaa`, `b\z`,
+		`(?s)a.b`, `[^x]b`, `\s`, `^$`, `(?i)FOO`, `é`, `\x{FFFD}`, `foo\r$`, `(?:a\n|b)b`, `a(?:\nb)?`,
 	}
 	for _, p := range patterns {
-		re := regexp.MustCompile("(?m)" + p)
-		m, err := newMatcher(p, re, false)
-		if err != nil {
-			t.Fatalf("newMatcher(%q): %v", p, err)
+		per := regexp.MustCompile("(?m)" + p)
+		for _, fold := range []bool{false, true} {
+			m, werr := NewLineMatcher(p, fold)
+			if werr != nil {
+				t.Fatalf("NewLineMatcher(%q): %v", p, werr)
+			}
+			ref := per
+			if fold {
+				ref = regexp.MustCompile("(?mi)" + p)
+			}
+			for _, chunk := range []int{m.chunk, 7, 1} {
+				m.chunk = chunk
+				for _, s := range texts {
+					var want []string
+					// A text's lines: none in an empty text, and no line
+					// after a final newline.
+					if s != "" {
+						for _, line := range strings.Split(strings.TrimSuffix(s, "\n"), "\n") {
+							if ref.MatchString(line) {
+								want = append(want, line)
+							}
+						}
+					}
+					var got []string
+					err := m.EachLine(t.Context(), []byte(s), func(start, end int) bool {
+						got = append(got, s[start:end])
+						return true
+					})
+					if err != nil {
+						t.Fatal(err)
+					}
+					if !reflect.DeepEqual(got, want) {
+						t.Errorf("pattern %q (fold %v, chunk %d) on %q: found lines %q, want %q", p, fold, chunk, s, got, want)
+					}
+				}
+			}
 		}
-		for _, s := range texts {
-			want := re.FindAllIndex([]byte(s), -1)
-			got := m.findAll([]byte(s), -1)
-			if len(want) == 0 && len(got) == 0 {
-				continue
-			}
-			if !reflect.DeepEqual(got, want) {
-				t.Errorf("pattern %q on %q: matcher found %v, regexp %v", p, s, got, want)
-			}
-			if m.contains([]byte(s)) != (len(want) > 0) {
-				t.Errorf("pattern %q on %q: contains disagrees with regexp", p, s)
-			}
+	}
+}
+
+// A pattern that cannot match without a newline is refused, with a
+// message that says how to match at the end of a line instead.
+func TestLineMatcherRefusesNewlines(t *testing.T) {
+	for _, p := range []string{`foo\nbar`, `\n`, `[\n]`, `a(\n)+`, `x\n{2}|\ny`} {
+		if _, werr := NewLineMatcher(p, false); werr == nil || werr.Code != CodeInvalidArgument || !strings.Contains(werr.Message, "$") {
+			t.Errorf("NewLineMatcher(%q) = %v, want INVALID_ARGUMENT naming $", p, werr)
 		}
+	}
+}
+
+// A line far over the work budget is read through a reader that gives up
+// when the context ends: a cancelled search stops inside one line.
+func TestLineMatcherStopsInsideALine(t *testing.T) {
+	m, werr := NewLineMatcher(`(a+)+$`, false)
+	if werr != nil {
+		t.Fatal(werr)
+	}
+	line := []byte(strings.Repeat("a", 4*m.chunk) + "!")
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	err := m.EachLine(ctx, line, func(int, int) bool { t.Error("a cancelled search reported a match"); return true })
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("EachLine with a cancelled context: %v", err)
+	}
+	// The reader path itself, entered with a live context that ends
+	// while it reads.
+	ctx, cancel = context.WithCancel(t.Context())
+	r := &ctxRunes{ctx: ctx, data: line}
+	for range 10 {
+		r.ReadRune()
+	}
+	cancel()
+	n := 0
+	for {
+		if _, _, err := r.ReadRune(); err != nil {
+			break
+		}
+		n++
+	}
+	if n > 1<<16 || r.err == nil {
+		t.Fatalf("the rune reader read %d more runes after cancellation (err %v)", n, r.err)
 	}
 }
 

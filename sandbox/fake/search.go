@@ -2,13 +2,10 @@ package fake
 
 import (
 	"archive/tar"
-	"bytes"
-	"errors"
+	"context"
 	"io"
 	"io/fs"
 	"path"
-	"regexp"
-	"regexp/syntax"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -19,26 +16,16 @@ import (
 const (
 	defaultMaxResults = 200
 	maxSearchFile     = 32 << 20
-	maxMatchLine      = 500
 )
 
-func (m *memFS) search(a agent.FSSearchRequest) (any, *agent.WireError) {
+func (m *memFS) search(ctx context.Context, a agent.FSSearchRequest) (any, *agent.WireError) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if a.Pattern == "" {
-		return nil, werr(agent.CodeInvalidArgument, "search pattern is empty")
-	}
-	expr := a.Pattern
-	if a.IgnoreCase {
-		expr = "(?i)" + expr
-	}
-	re, err := regexp.Compile("(?m)" + expr)
-	if err != nil {
-		var se *syntax.Error
-		if errors.As(err, &se) {
-			return nil, werr(agent.CodeInvalidArgument, "bad regular expression %q: %s (RE2 syntax: escape literal characters like ( [ . with a backslash)", a.Pattern, se.Code)
-		}
-		return nil, werr(agent.CodeInvalidArgument, "bad regular expression %q: %v", a.Pattern, err)
+	// The agent's own line matcher: the same semantics (per line, linear
+	// in the input) by construction.
+	lm, e := agent.NewLineMatcher(a.Pattern, a.IgnoreCase)
+	if e != nil {
+		return nil, e
 	}
 	rel, e := m.rel(a.Path)
 	if e != nil {
@@ -68,7 +55,7 @@ func (m *memFS) search(a agent.FSSearchRequest) (any, *agent.WireError) {
 		if !agent.SearchSelects(rel, p, a.Include, a.Exclude) {
 			return nil
 		}
-		if total > limit {
+		if total > limit || ctx.Err() != nil {
 			return fs.SkipAll // one match past the limit proves the cut
 		}
 		rep.Files++
@@ -76,12 +63,15 @@ func (m *memFS) search(a agent.FSSearchRequest) (any, *agent.WireError) {
 			return nil
 		}
 		if isBinary(n.data) {
-			if re.Match(n.data) {
+			found := false
+			_ = lm.EachLine(ctx, n.data, func(int, int) bool { found = true; return false })
+			if found {
 				rep.SkippedBinary++
 			}
 			return nil
 		}
-		for _, mt := range matchLines(p, n.data, re) {
+		matches, _ := lm.Matches(ctx, p, n.data)
+		for _, mt := range matches {
 			total++
 			if len(rep.Matches) >= limit {
 				rep.Truncated = true
@@ -94,40 +84,13 @@ func (m *memFS) search(a agent.FSSearchRequest) (any, *agent.WireError) {
 	if walkErr != nil {
 		return nil, fsError(a.Path, walkErr)
 	}
+	if ctx.Err() != nil {
+		return nil, werr(agent.CodeCanceled, "search %q cancelled", a.Pattern)
+	}
 	if total > limit {
 		rep.Truncated = true
 	}
 	return rep, nil
-}
-
-// matchLines returns one Match per line holding a match, as the agent does.
-func matchLines(p string, data []byte, re *regexp.Regexp) []agent.Match {
-	var out []agent.Match
-	line, pos, lastLine := 1, 0, -1
-	for _, loc := range re.FindAllIndex(data, -1) {
-		line += bytes.Count(data[pos:loc[0]], []byte{'\n'})
-		pos = loc[0]
-		if line == lastLine {
-			continue
-		}
-		lastLine = line
-		start := bytes.LastIndexByte(data[:loc[0]], '\n') + 1
-		end := bytes.IndexByte(data[loc[0]:], '\n')
-		if end < 0 {
-			end = len(data)
-		} else {
-			end += loc[0]
-		}
-		text := bytes.TrimSuffix(data[start:end], []byte{'\r'})
-		if len(text) > maxMatchLine {
-			text = text[:maxMatchLine]
-			for len(text) > 0 && !utf8.Valid(text[max(0, len(text)-3):]) {
-				text = text[:len(text)-1]
-			}
-		}
-		out = append(out, agent.Match{Path: p, Line: line, Text: strings.ToValidUTF8(string(text), "\uFFFD")})
-	}
-	return out
 }
 
 // copyIn extracts a tar stream into dir, with the agent's confinement of

@@ -430,7 +430,7 @@ func (s *server) fileOp(r *request, req agent.Request) (any, *agent.WireError) {
 		}
 		c.Text = a.Pattern
 		c.Args = []string{a.Pattern, a.Path}
-		res, e = s.fs.search(a)
+		res, e = s.fs.search(r.ctx, a)
 	case "fs.glob":
 		a, de := decodeArgs[agent.FSGlobRequest](req)
 		if de != nil {

@@ -33,6 +33,10 @@ var fileTests = []contractTest{
 	{name: "GlobFindsByName", run: testFileGlob},
 	{name: "CopyInCopyOutRoundTrip", run: testFileCopyRoundTrip},
 	{name: "AbsolutePathUnderWorkspace", run: testFileAbsolute},
+	// contract_search.go
+	{name: "SearchIsLinearOnHostilePatterns", run: testSearchHostilePatterns},
+	{name: "SearchMatchesWithinOneLine", run: testSearchWithinOneLine},
+	{name: "SearchStopsWhenTheCallerGivesUp", run: testSearchCancel},
 }
 
 func testFileWriteRead(t *testing.T, newSandbox Factory) {

@@ -1,0 +1,175 @@
+package sandboxtest
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sandboxkit/sandboxkit/sandbox"
+)
+
+// Search under hostile input (issue 17), part of the Files group: a search
+// is linear in its input for every pattern (RE2 semantics allow it),
+// matches within one line, and stops, agent included, when its caller
+// gives up.
+
+// testSearchHostilePatterns runs the searches that ran for minutes when a
+// pattern starting with a literal was retried at every occurrence of it
+// (occurrences × line length): each must complete, with the right line,
+// well inside a deadline that a quadratic search cannot meet. The assertion
+// is completion, not speed: grep takes milliseconds on the same input.
+func testSearchHostilePatterns(t *testing.T, newSandbox Factory) {
+	b := open(t, newSandbox)
+	jsonURLs := strings.Repeat(`{"u":"http://example.com/i.jpg"},`, (1<<20)/32)
+	cases := []struct {
+		name, pattern, line1, line2 string
+	}{
+		// 300 KB of "a" ending in "b": `a+$` fails at every "a".
+		{"a-plus-dollar.txt", `a+$`, strings.Repeat("a", 300<<10) + "b", "aaa"},
+		// 1 MB of minified JSON full of URLs, none ending the line in .png.
+		{"minified.json", `http.*\.png$`, "[" + jsonURLs + "]", `see http://example.com/logo.png`},
+		// 5 MB of "a": the nested repetition of a backtracking engine.
+		{"nested.txt", `(a+)+$`, strings.Repeat("a", 5<<20) + "!", "a"},
+	}
+	for _, c := range cases {
+		b.write(c.name, c.line1+"\n"+c.line2+"\n")
+	}
+	for _, c := range cases {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		res, err := b.sb.Files.Search(ctx, sandbox.SearchOptions{Pattern: c.pattern, Path: c.name})
+		cancel()
+		if err != nil {
+			t.Fatalf("search %q over %s (a line of %d bytes) did not complete: %v", c.pattern, c.name, len(c.line1), err)
+		}
+		if len(res.Matches) != 1 || res.Matches[0].Line != 2 || res.Matches[0].Text != c.line2 {
+			t.Fatalf("search %q over %s found %+v, want line 2 (%q) only", c.pattern, c.name, res.Matches, c.line2)
+		}
+	}
+	b.usable()
+}
+
+// testSearchWithinOneLine: search matches line by line, as documented and
+// as grep does. A pattern that can match a newline (\s, [^x]) never
+// matches across lines, and one that must contain a newline is refused
+// with a message saying how to anchor at the end of a line instead.
+func testSearchWithinOneLine(t *testing.T, newSandbox Factory) {
+	b := open(t, newSandbox)
+	b.write("two.txt", "foo\nbar\nfoo bar\nx\n")
+	res, err := b.sb.Files.Search(b.ctx(), sandbox.SearchOptions{Pattern: `foo\s+bar`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Matches) != 1 || res.Matches[0].Line != 3 {
+		t.Fatalf(`search "foo\s+bar" found %+v, want line 3 only (not foo and bar on lines 1-2)`, res.Matches)
+	}
+	res, err = b.sb.Files.Search(b.ctx(), sandbox.SearchOptions{Pattern: `bar[^y]x`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Matches) != 0 {
+		t.Fatalf(`search "bar[^y]x" matched across a newline: %+v`, res.Matches)
+	}
+	_, err = b.sb.Files.Search(b.ctx(), sandbox.SearchOptions{Pattern: `foo\nbar`})
+	wantCode(t, `search for "foo\nbar"`, err, sandbox.CodeInvalidArgument)
+	wantMessage(t, `search for "foo\nbar"`, err, "one line", "$")
+	b.usable()
+}
+
+// testSearchCancel starts a search with a legitimately large amount of
+// work (an expensive pattern over megabytes), gives up on it, and checks
+// that the call returns at once with the caller's code and that the agent
+// stops working: a search used to check for cancellation only between
+// files, and kept a CPU busy after the caller's deadline.
+func testSearchCancel(t *testing.T, newSandbox Factory) {
+	b := open(t, newSandbox)
+	// 6 MiB of lowercase lines with no "z": `[a-y]{200}z` keeps about 200
+	// states alive at every byte, and no literal narrows the search.
+	line := strings.Repeat("abcdefghijklmnopqrstuvwxy", 40) + "\n"
+	b.write("big.txt", strings.Repeat(line, (6<<20)/len(line)))
+	pattern := `[a-y]{200}z`
+	for _, how := range []string{"cancel", "deadline"} {
+		var ctx context.Context
+		var cancel context.CancelFunc
+		if how == "cancel" {
+			ctx, cancel = context.WithCancel(context.Background())
+			time.AfterFunc(300*time.Millisecond, cancel)
+		} else {
+			ctx, cancel = context.WithTimeout(context.Background(), 300*time.Millisecond)
+		}
+		done := make(chan error, 1)
+		go func() {
+			_, err := b.sb.Files.Search(ctx, sandbox.SearchOptions{Pattern: pattern})
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			want := sandbox.CodeCanceled
+			if how == "deadline" {
+				want = sandbox.CodeTimeout
+			}
+			if err == nil {
+				t.Skipf("the search finished within 300 ms on this backend: nothing left to cancel")
+			}
+			wantCode(t, "a search the caller gave up ("+how+")", err, want)
+		case <-time.After(20 * time.Second):
+			t.Fatalf("a search whose caller gave up (%s) does not return", how)
+		}
+		cancel()
+		if pid := b.agentPIDOrZero(); pid > 0 {
+			agentIdle(t, pid, "after the caller gave up on a search ("+how+")")
+		}
+	}
+	b.usable()
+}
+
+// agentIdle fails unless the process pid uses under a third of a CPU over
+// two seconds, after a grace second for work to notice it should stop: an
+// agent still searching uses all of one.
+func agentIdle(t *testing.T, pid int, when string) {
+	t.Helper()
+	time.Sleep(time.Second)
+	before, err := cpuTime(pid)
+	if err != nil {
+		t.Fatalf("reading the agent's CPU time: %v", err)
+	}
+	const window = 2 * time.Second
+	time.Sleep(window)
+	after, err := cpuTime(pid)
+	if err != nil {
+		t.Fatalf("reading the agent's CPU time: %v", err)
+	}
+	if used := after - before; used > window/3 {
+		t.Fatalf("the agent used %v of CPU in %v %s: it is still working", used, window, when)
+	}
+}
+
+// cpuTime returns the user and system CPU time of a process, its threads
+// included, from /proc/PID/stat.
+func cpuTime(pid int) (time.Duration, error) {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, err
+	}
+	// The command name (field 2) may hold spaces: fields are counted from
+	// the last ")".
+	i := strings.LastIndexByte(string(data), ')')
+	if i < 0 {
+		return 0, errors.New("malformed /proc stat")
+	}
+	f := strings.Fields(string(data[i+1:]))
+	if len(f) < 13 {
+		return 0, errors.New("short /proc stat")
+	}
+	// utime and stime are fields 14 and 15, in clock ticks (USER_HZ, 100
+	// on Linux).
+	ut, err1 := strconv.ParseInt(f[11], 10, 64)
+	st, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, errors.New("malformed /proc stat times")
+	}
+	return time.Duration(ut+st) * 10 * time.Millisecond, nil
+}

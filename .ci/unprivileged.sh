@@ -24,6 +24,20 @@ if [ "$uid" -eq 0 ]; then
   exit 1
 fi
 
+# The user is in the docker group (issue 25), as most developers who run
+# containers are: a socket owned by the user's own uid would prove nothing
+# about group access. The landlock tier must keep the engine's socket (host
+# root for this group) out of its sandboxes; the tests check that the user
+# itself reaches it (SANDBOXKIT_REQUIRE=docker) and that nothing inside
+# does. Like the user, the membership is this script's and stays (taking
+# it back would break a concurrent run on a shared machine).
+if getent group docker >/dev/null && [ -S /var/run/docker.sock ]; then
+  id -nG "$user" | tr ' ' '\n' | grep -qx docker || gpasswd -a "$user" docker >/dev/null
+else
+  echo "unprivileged.sh: no docker group or no /var/run/docker.sock (start the engine first: .ci/docker/start-engine.sh)" >&2
+  exit 1
+fi
+
 work=$(mktemp -d /tmp/sandboxkit-unprivileged-XXXXXX)
 trap 'rm -rf "$work"' EXIT
 chmod 755 "$work"
@@ -47,7 +61,7 @@ run() {
   (cd "$work/run" && runuser -u "$user" -- env -i \
     PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
     HOME="/home/$user" TMPDIR="$work/tmp" LANG=C.UTF-8 \
-    SANDBOXKIT_REQUIRE=namespace,landlock \
+    SANDBOXKIT_REQUIRE=namespace,landlock,docker \
     "$work/$bin" -test.v -test.timeout 20m "$@") >"$work/out" 2>&1 || {
     cat "$work/out"
     echo "unprivileged.sh: $bin failed as $user" >&2
@@ -63,14 +77,16 @@ runuser -u "$user" -- sh -c 'test "$(id -u)" != 0 && grep -q "^CapEff:[[:space:]
   exit 1
 }
 
-run local.test -test.run 'TestContract|TestHostSIGKILLLeavesNoSandboxProcess|TestEndlessOutputForTenSeconds'
+run local.test -test.run 'TestContract|TestHostSIGKILLLeavesNoSandboxProcess|TestEndlessOutputForTenSeconds|TestLandlockTier'
 run sandboxtest.test -test.run 'TestEscapeLocalNamespace|TestEscapeLocalLandlock'
 run local-isolate.test
 
 # A skip proves nothing. The only ones allowed: landlock-tier probes of
 # controls that tier does not claim as this user (each names its gap) and
-# the two Prepare tests about what only root does.
+# the two Prepare tests about what only root does. The unix-socket probe is
+# not among them: the landlock tier claims that control (issue 25).
 skips=$(grep -E '^\s*--- SKIP' "$log" | grep -v -E -- '--- SKIP: (TestEscapeLocalLandlock/|TestPrepareAsRootRefusesAnUnreachableWorkspace|TestCleanupGivesTheWorkspaceBack)' || true)
+skips+=$(grep -E -- '--- SKIP: TestEscapeLocalLandlock/UnixSockets' "$log" || true)
 if [ -n "$skips" ]; then
   echo "unprivileged.sh: tests skipped as $user:" >&2
   echo "$skips" >&2

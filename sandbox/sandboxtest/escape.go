@@ -299,8 +299,11 @@ func escapeProbes(h *escapeHost) []escapeProbe {
 	return []escapeProbe{
 		{name: "NetworkPython", needPython: true, want: []string{"net-done", "python-tcp refused"}, control: "network",
 			script: fmt.Sprintf(pyNet, h.tcp, h.udp, "")},
-		{name: "UnixSockets", needPython: true, want: []string{"net-done", "host-unix-socket refused"}, control: "network", gap: "unix sockets",
-			script: fmt.Sprintf(pyNet, h.tcp, h.udp, h.sock)},
+		// The host's Docker socket is host root for a user in the docker
+		// group (issue 25: curl reached the engine from the landlock tier).
+		{name: "UnixSockets", needPython: true, want: []string{"net-done", "host-unix-socket refused", "curl-unix-done"}, control: "network", gap: "unix sockets",
+			script: fmt.Sprintf(pyNet, h.tcp, h.udp, h.sock) + fmt.Sprintf(`
+command -v curl >/dev/null && { curl -s -m 2 --unix-socket %s http://x/ >/dev/null 2>&1; curl -s -m 2 --unix-socket /var/run/docker.sock http://x/version 2>/dev/null | grep -q ApiVersion && echo ESCAPED:curl-docker-socket; }; echo curl-unix-done`, h.sock)},
 		{name: "NetworkCurl", control: "network", want: []string{"curl-done"},
 			script: fmt.Sprintf(`command -v curl >/dev/null || { echo curl-done; exit 0; }; curl -s -m 2 -o /dev/null http://127.0.0.1:%d/ && echo ESCAPED:curl; echo curl-done`, h.tcp)},
 		{name: "NetworkBashDevTCP", control: "network", want: []string{"bash-done"},

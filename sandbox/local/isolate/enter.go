@@ -182,7 +182,11 @@ func buildProgram(spec *Spec, fds stageFDs, argv []string) (*program, error) {
 
 	// 5.-7. Landlock, capabilities and no_new_privs, seccomp: all on this
 	// thread, which then execs; the new image inherits exactly its state.
-	filter, err := seccompProgram(spec.Tier == driver.TierLandlock && !spec.Network)
+	sock := allSockets
+	if spec.Tier == driver.TierLandlock {
+		sock = landlockTierSockets(spec.Network, spec.Plan.LandlockABI)
+	}
+	filter, err := seccompProgram(sock)
 	if err != nil {
 		return nil, err
 	}

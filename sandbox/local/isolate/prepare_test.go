@@ -103,7 +103,7 @@ func TestReportNamesEachMechanism(t *testing.T) {
 	want := map[string]string{
 		"network": "net namespace (only lo)", "disk": "tmpfs size=67108864 at /workspace",
 		"cpu": "RLIMIT_CPU", "file_size": "RLIMIT_FSIZE=1048576", "syscalls": "seccomp deny-list",
-		"processes_visible": "pid namespace",
+		"processes_visible": "pid namespace", "unix_sockets": "mount namespace",
 	}
 	if caps.MemoryCgroup.Available {
 		want["memory"] = "cgroup v"

@@ -97,7 +97,7 @@ func probe() Capabilities {
 	if c.LandlockABI == 0 {
 		c.Landlock.Description = "not available; needs Linux 5.13+ with lsm=...,landlock on the kernel command line"
 	} else if c.LandlockABI < 9 {
-		c.Landlock.Description += " (does not mediate connect() to pathname unix sockets; ABI 9 does)"
+		c.Landlock.Description += " (does not mediate connect() to pathname unix sockets, so the landlock tier refuses every unix socket but socketpairs with seccomp; ABI 9 does)"
 	}
 
 	c.Seccomp = Capability{Name: "seccomp", Available: true, Description: "seccomp filters (SECCOMP_RET_ERRNO) available"}

@@ -40,10 +40,22 @@ func (h *Handle) Report() driver.Isolation {
 		add("network", true, "net namespace (only lo)")
 	default:
 		mech := "seccomp socket filter (AF_UNIX only)"
+		if p.LandlockABI < 9 {
+			mech = "seccomp: socket(2) refused for every family"
+		}
 		if p.LandlockABI >= 4 {
 			mech += " + Landlock TCP bind/connect denied"
 		}
 		add("network", true, mech)
+	}
+	switch {
+	case ns:
+		add("unix_sockets", true, "mount namespace: no host socket is in the sandbox's view")
+	case p.LandlockABI >= 9:
+		add("unix_sockets", true, "Landlock ABI "+strconv.Itoa(p.LandlockABI)+" LANDLOCK_ACCESS_FS_RESOLVE_UNIX: connect() only to sockets in the workspace and TMPDIR")
+	default:
+		add("unix_sockets", true, fmt.Sprintf("seccomp: socket(AF_UNIX) refused, socketpair(2) for stream and seqpacket pairs only (Landlock ABI %d does not mediate connect() to a pathname socket; ABI 9 does). "+
+			"Cost: no unix-socket server inside the sandbox — Python's multiprocessing.Manager and forkserver start method, tmux, syslog fail with EACCES; multiprocessing's default fork start method, Pool, Queue, Pipe and asyncio subprocesses work", p.LandlockABI))
 	}
 	if ns {
 		add("filesystem", true, "mount namespace + pivot_root: read-only recursive binds (mount_setattr) of "+
@@ -125,9 +137,6 @@ func (h *Handle) Report() driver.Isolation {
 	iso.Gaps = append(iso.Gaps, "the host program's binary is readable inside (via /proc/1/exe): keep no secrets in it")
 	if !ns {
 		iso.Gaps = append(iso.Gaps, "host processes are visible (no pid namespace): use a host with user namespaces for the namespace tier")
-		if p.LandlockABI < 9 {
-			iso.Gaps = append(iso.Gaps, fmt.Sprintf("pathname unix sockets on the host (docker.sock, D-Bus) are reachable: Landlock ABI %d does not mediate connect(); ABI 9 does", p.LandlockABI))
-		}
 		if p.LandlockABI < 6 {
 			iso.Gaps = append(iso.Gaps, "host processes of the same uid can be signalled (Landlock below ABI 6 has no signal scope)")
 		}

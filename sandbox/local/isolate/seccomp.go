@@ -49,6 +49,11 @@ const (
 	offArg1 = 24
 )
 
+// sockTypeMask selects the socket type from socket(2)'s and
+// socketpair(2)'s type argument, whose other bits are SOCK_NONBLOCK and
+// SOCK_CLOEXEC.
+const sockTypeMask = 0xf
+
 // x32ABI marks x32 syscall numbers, which reach the same kernel entry
 // points under other numbers and would slip past the deny-list.
 const x32ABI = 0x40000000
@@ -67,11 +72,52 @@ func (p *bpfProg) retIf(k, ret uint32) {
 
 func errnoRet(e unix.Errno) uint32 { return unix.SECCOMP_RET_ERRNO | uint32(e) }
 
-// seccompProgram builds the filter. With socketFilter, socket(2) succeeds
-// only for AF_UNIX: that is how the landlock tier, which shares the host's
-// network stack, enforces "no network" (Landlock's own network rules cover
-// TCP only; MPTCP and UDP got through in experiments).
-func seccompProgram(socketFilter bool) (bpfProg, error) {
+// socketRules say which sockets seccomp lets a sandbox make. The namespace
+// tier needs none (its net namespace holds only lo, its mount namespace no
+// host socket); the landlock tier shares the host's network stack and
+// filesystem, so seccomp is what keeps it off the network and, below
+// Landlock ABI 9, off the host's unix sockets (see landlockTierSockets).
+type socketRules struct {
+	// inet allows socket(2) for every family but AF_UNIX (network shared).
+	inet bool
+	// unix allows socket(AF_UNIX, ...). Without it, socketpair(2) is
+	// allowed only for SOCK_STREAM and SOCK_SEQPACKET pairs.
+	unix bool
+}
+
+// allSockets is no socket filter at all.
+var allSockets = socketRules{inet: true, unix: true}
+
+// landlockTierSockets is the landlock tier's socket filter. Without
+// network, no socket family but AF_UNIX. Below Landlock ABI 9 (this
+// project's machines have 7) Landlock does not mediate connect() to a
+// pathname unix socket: a command ran `curl --unix-socket
+// /var/run/docker.sock http://x/version` and got the host's Docker engine,
+// which is host root for a user in the docker group (issue 25). seccomp
+// cannot see the path connect() is given (it is in memory BPF cannot read)
+// and a socket's address length does not tell a pathname from an abstract
+// one, so the only wall it can build is to make no unix socket at all:
+// socket(AF_UNIX) fails with EACCES. What is left are socketpair(2) pairs,
+// which are born connected to each other; a stream or seqpacket pair
+// refuses connect() (EISCONN) and ignores a sendto() address, but a
+// datagram pair would send to any path (sendto /dev/log) or connect() to
+// one again, so datagram pairs are refused as well. Measured cost with the
+// sandbox's Python 3.11 (TestLandlockTierUnixSocketCost): multiprocessing
+// with its default start method (fork), Pool, Queue, Pipe and asyncio
+// subprocesses still work; multiprocessing.Manager and the forkserver
+// start method (their servers listen on a unix socket in TMPDIR) and any
+// other unix-socket server inside the sandbox (tmux, syslog) fail with
+// PermissionError; ssh and git over ssh work where the network is allowed
+// (they need TCP, not unix sockets). From ABI 9 on, Landlock's own
+// LANDLOCK_ACCESS_FS_RESOLVE_UNIX right allows connect() only to sockets in
+// the workspace and TMPDIR (landlockTierPolicy), and unix sockets are
+// allowed again.
+func landlockTierSockets(network bool, abi int) socketRules {
+	return socketRules{inet: network, unix: abi >= 9}
+}
+
+// seccompProgram builds the filter; sock says which sockets it allows.
+func seccompProgram(sock socketRules) (bpfProg, error) {
 	if runtime.GOARCH != "amd64" {
 		return nil, fmt.Errorf("isolate: the seccomp filter is written for amd64, not %s", runtime.GOARCH)
 	}
@@ -111,10 +157,32 @@ func seccompProgram(socketFilter bool) (bpfProg, error) {
 		q.retIf(unix.TIOCLINUX, errnoRet(unix.EPERM))
 		q.stmt(unix.BPF_RET|unix.BPF_K, unix.SECCOMP_RET_ALLOW)
 	})
-	if socketFilter {
+	switch {
+	case sock.inet && sock.unix:
+	case sock.inet:
+		// Landlock's TCP rules do not cover MPTCP or UDP (both got
+		// through in experiments): without network, seccomp is the wall.
+		argCheck(unix.SYS_SOCKET, func(q *bpfProg) {
+			q.stmt(unix.BPF_LD|unix.BPF_W|unix.BPF_ABS, offArg0)
+			q.retIf(unix.AF_UNIX, errnoRet(unix.EACCES))
+			q.stmt(unix.BPF_RET|unix.BPF_K, unix.SECCOMP_RET_ALLOW)
+		})
+	case sock.unix:
 		argCheck(unix.SYS_SOCKET, func(q *bpfProg) {
 			q.stmt(unix.BPF_LD|unix.BPF_W|unix.BPF_ABS, offArg0)
 			q.retIf(unix.AF_UNIX, unix.SECCOMP_RET_ALLOW)
+			q.stmt(unix.BPF_RET|unix.BPF_K, errnoRet(unix.EACCES))
+		})
+	default:
+		p.retIf(unix.SYS_SOCKET, errnoRet(unix.EACCES))
+	}
+	if !sock.unix {
+		// Only pairs that are connected for good (see landlockTierSockets).
+		argCheck(unix.SYS_SOCKETPAIR, func(q *bpfProg) {
+			q.stmt(unix.BPF_LD|unix.BPF_W|unix.BPF_ABS, offArg1)
+			q.stmt(unix.BPF_ALU|unix.BPF_AND|unix.BPF_K, sockTypeMask)
+			q.retIf(unix.SOCK_STREAM, unix.SECCOMP_RET_ALLOW)
+			q.retIf(unix.SOCK_SEQPACKET, unix.SECCOMP_RET_ALLOW)
 			q.stmt(unix.BPF_RET|unix.BPF_K, errnoRet(unix.EACCES))
 		})
 	}

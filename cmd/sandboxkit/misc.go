@@ -48,6 +48,7 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		fmt.Fprintf(stdout, "%-16s %s  %s\n", c.Name, state, c.Description)
 	}
 	fmt.Fprintf(stdout, "%-16s %s\n", "best buildable", caps.Best)
+	doctorSockets(stdout, caps)
 	sb, err := sandbox.New(ctx)
 	if err != nil {
 		fmt.Fprintf(stdout, "%-16s fails: %v\n", "sandbox.New", err)

@@ -360,8 +360,9 @@ func TestLandlockTierUnixSocketCost(t *testing.T) {
 %sEOF
 %s "$TMPDIR/cost.py"
 for tool in ssh git; do command -v $tool >/dev/null || echo "$tool missing"; done
-ssh -v -o BatchMode=yes -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -p %d 127.0.0.1 true 2>&1 | grep -q 'remote software version sandboxkit-banner' && echo "ssh reached" || echo "ssh no"
-GIT_SSH_COMMAND="ssh -v -o BatchMode=yes -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null" git ls-remote ssh://git@127.0.0.1:%[3]d/repo 2>&1 | grep -q 'remote software version sandboxkit-banner' && echo "git-ssh reached" || echo "git-ssh no"
+reached() { if grep -q 'remote software version sandboxkit-banner' "$1"; then echo "$2 reached"; elif grep -q 'No user exists for uid' "$1"; then echo "$2 no-passwd-entry"; else echo "$2 no"; sed 's/^/  /' "$1"; fi; }
+ssh -v -o BatchMode=yes -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -p %d 127.0.0.1 true >"$TMPDIR/ssh.out" 2>&1; reached "$TMPDIR/ssh.out" ssh
+GIT_SSH_COMMAND="ssh -v -o BatchMode=yes -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null" git ls-remote ssh://git@127.0.0.1:%[3]d/repo >"$TMPDIR/git.out" 2>&1; reached "$TMPDIR/git.out" git-ssh
 `, pyUnixCost, sb.Info().Python, port)
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
@@ -386,10 +387,17 @@ GIT_SSH_COMMAND="ssh -v -o BatchMode=yes -o StrictHostKeyChecking=no -o UserKnow
 				// parent an EOF.
 				want = append(want, "manager fails", "unix-server fails PermissionError in socket.py")
 			}
-			if network {
+			switch {
+			case network && strings.Contains(out, "ssh no-passwd-entry"):
+				// As root the sandbox runs as a fresh uid that has no
+				// passwd entry, and ssh refuses to start without one;
+				// the unprivileged run (the landlock tier's real users)
+				// checks that ssh and git get through.
+				t.Logf("ssh cannot run as the sandbox's uid %s (no passwd entry)", sb.Info().Extra["host_uid"])
+			case network:
 				want = append(want, "ssh reached", "git-ssh reached")
-			} else {
-				want = append(want, "ssh no", "git-ssh no")
+			case strings.Contains(out, "ssh reached"):
+				t.Errorf("without network, ssh reached the host's 127.0.0.1")
 			}
 			for _, w := range want {
 				if !strings.Contains(out, w+"\n") && !strings.Contains(out, w+" ") {

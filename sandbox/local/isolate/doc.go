@@ -60,10 +60,13 @@
 // TierNamespace needs user namespaces in which mounts work (detected by
 // trying: a clone(CLONE_NEWUSER) that may not mount, as under Ubuntu's
 // AppArmor restriction, does not count). TierLandlock is for hosts without
-// them: Landlock confines the filesystem, seccomp allows only AF_UNIX
-// sockets when there is no network, the agent is a subreaper; host pids stay
-// visible (Landlock's signal scope stops signals to them on ABI 6+). The
-// process tier gets nothing from this package but Rlimits.
+// them: Landlock confines the filesystem, seccomp refuses every socket
+// family but AF_UNIX when there is no network and, below Landlock ABI 9
+// (which cannot mediate connect() to a socket path), AF_UNIX too, so the
+// host's unix sockets (docker.sock, D-Bus, ssh-agent) stay out
+// (landlockTierSockets); the agent is a subreaper; host pids stay visible
+// (Landlock's signal scope stops signals to them on ABI 6+). The process
+// tier gets nothing from this package but Rlimits.
 //
 // # Identity
 //

@@ -112,6 +112,18 @@ var allSockets = socketRules{inet: true, unix: true}
 // LANDLOCK_ACCESS_FS_RESOLVE_UNIX right allows connect() only to sockets in
 // the workspace and TMPDIR (landlockTierPolicy), and unix sockets are
 // allowed again.
+//
+// Narrower walls were weighed and not taken. Landlock's ABI 6 scope covers
+// abstract sockets and signals only (it is applied; it does not help with
+// paths). A seccomp user-notification supervisor on connect() can read the
+// path, but the kernel reads the address again after the supervisor lets
+// the call continue, and another thread of the caller can swap it in
+// between: the supervisor would have to make the connection itself
+// (pidfd_getfd, then connect on the host side), with the host's
+// credentials, outside the sandbox's Landlock domain (so an abstract
+// address would escape the scope) and at a host round trip per connect(),
+// for datagram sends (sendmsg's address is in memory too) as well. That is
+// a second boundary to get right, for Manager and private sockets.
 func landlockTierSockets(network bool, abi int) socketRules {
 	return socketRules{inet: network, unix: abi >= 9}
 }

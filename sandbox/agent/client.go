@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"sync"
 	"time"
 )
@@ -36,6 +37,10 @@ type Client struct {
 	dead    chan struct{}
 	deadErr error
 	readers sync.WaitGroup
+
+	// tunnel holds the connections the agent's egress proxy carries
+	// (Hello.Proxy); see Egress.
+	tunnel *tunnel
 }
 
 // Handlers receive a streaming call's interim frames. They run on the
@@ -117,6 +122,7 @@ func Dial(ctx context.Context, conn io.ReadWriteCloser, h Hello) (*Client, error
 		}
 		c := &Client{conn: conn, hello: r.rep, calls: map[uint32]*Call{}, dead: make(chan struct{}),
 			acks: map[uint32]int{}, awake: make(chan struct{}, 1)}
+		c.tunnel = newTunnel(c.send, tunnelAddr("egress proxy "+r.rep.Proxy))
 		c.readers.Add(2)
 		go c.readLoop()
 		go c.ackLoop()
@@ -130,6 +136,15 @@ func Dial(ctx context.Context, conn io.ReadWriteCloser, h Hello) (*Client, error
 
 // Hello returns what the agent reported at the handshake.
 func (c *Client) Hello() HelloReply { return c.hello }
+
+// Egress returns the connections programs in the sandbox make to the
+// agent's egress proxy (Hello.Proxy), as a listener: each accepted
+// net.Conn carries one connection's bytes, whose first bytes are the
+// program's HTTP proxy request. The caller decides what to do with them.
+// Accept fails with net.ErrClosed once the stream is gone. Call it once.
+func (c *Client) Egress() net.Listener {
+	return &tunnelListener{tn: c.tunnel, done: make(chan struct{})}
+}
 
 // Done is closed when the stream to the agent is gone.
 func (c *Client) Done() <-chan struct{} { return c.dead }
@@ -172,6 +187,7 @@ func (c *Client) readLoop() {
 		err = fmt.Errorf("%w: %v", ErrDead, err)
 	}
 	c.conn.Close()
+	c.tunnel.shutdown()
 	c.mu.Lock()
 	c.deadErr = err
 	close(c.dead)
@@ -184,6 +200,12 @@ func (c *Client) readLoop() {
 }
 
 func (c *Client) deliver(f Frame) error {
+	if f.Type >= FrameConnOpen && f.Type <= FrameConnClose {
+		if c.hello.Proxy == "" {
+			return fmt.Errorf("%w: %s frame without an egress proxy", ErrProtocol, f.Type)
+		}
+		return c.tunnel.deliver(f)
+	}
 	c.mu.Lock()
 	call := c.calls[f.ID]
 	if f.Type == FrameReply {

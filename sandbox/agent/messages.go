@@ -23,6 +23,10 @@ type Hello struct {
 	// Rlimits are applied to every process the agent starts (with
 	// prlimit, right after the process is created), not to the agent.
 	Rlimits []Rlimit `json:"rlimits,omitempty"`
+	// Proxy, when set, is a loopback address inside the sandbox
+	// ("127.0.0.1:3128") where the agent accepts connections for the
+	// egress proxy and carries each to the client (see Client.Egress).
+	Proxy string `json:"proxy,omitempty"`
 }
 
 // Rlimit is one resource limit for the agent's children.
@@ -42,6 +46,9 @@ type HelloReply struct {
 	Python   string `json:"python,omitempty"` // path of python3 on the sandbox PATH, "" if none
 	Bash     string `json:"bash,omitempty"`   // path of bash, "" if none
 	Hostname string `json:"hostname,omitempty"`
+	// Proxy is the address the agent listens on for the egress proxy, ""
+	// when Hello asked for none (or the agent predates egress).
+	Proxy string `json:"proxy,omitempty"`
 }
 
 // Request is one operation. Args holds the op's argument struct.

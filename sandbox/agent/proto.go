@@ -58,7 +58,9 @@ const (
 type FrameType uint8
 
 // Frame types. Client->agent: Hello, Request, Stdin, StdinClose, Cancel,
-// Signal, Ack. Agent->client: HelloOK, Reply, Stdout, Stderr, Event, Ack, Blob.
+// Signal, Ack. Agent->client: HelloOK, Reply, Stdout, Stderr, Event, Ack, Blob,
+// ConnOpen. Either way: ConnData, ConnAck, ConnEOF, ConnClose (tunnel.go;
+// their id is a connection id the agent chose, not a request id).
 const (
 	FrameHello      FrameType = 1  // JSON Hello
 	FrameHelloOK    FrameType = 2  // JSON HelloReply
@@ -73,11 +75,17 @@ const (
 	FrameSignal     FrameType = 11 // JSON SignalRequest
 	FrameAck        FrameType = 12 // uint32 count of data bytes consumed
 	FrameBlob       FrameType = 13 // raw bytes of the coming reply's result (not flow controlled)
-	maxFrameType    FrameType = 13
+	FrameConnOpen   FrameType = 14 // no payload: the egress proxy accepted connection id
+	FrameConnData   FrameType = 15 // raw bytes of a connection (flow controlled by ConnAck)
+	FrameConnAck    FrameType = 16 // uint32 count of connection bytes consumed
+	FrameConnEOF    FrameType = 17 // no payload: the sender writes no more to the connection
+	FrameConnClose  FrameType = 18 // no payload: the sender dropped the connection
+	maxFrameType    FrameType = 18
 )
 
 func (t FrameType) String() string {
-	names := [...]string{"invalid", "hello", "hello-ok", "request", "reply", "stdout", "stderr", "event", "stdin", "stdin-close", "cancel", "signal", "ack", "blob"}
+	names := [...]string{"invalid", "hello", "hello-ok", "request", "reply", "stdout", "stderr", "event", "stdin", "stdin-close", "cancel", "signal", "ack", "blob",
+		"conn-open", "conn-data", "conn-ack", "conn-eof", "conn-close"}
 	if int(t) < len(names) {
 		return names[t]
 	}

@@ -60,6 +60,8 @@ type server struct {
 	wmu   sync.Mutex
 	hello Hello
 	ws    *workspace
+	// proxy carries the sandbox's egress connections (Hello.Proxy).
+	proxy *proxy
 	procs *procTable
 	jobs  *jobTable
 	// processesReady gates process starts (ServeOptions.ProcessesReady).
@@ -159,9 +161,23 @@ func (s *server) handleHello(p []byte) error {
 	host, _ := os.Hostname()
 	rep := HelloReply{Version: Version, PID: os.Getpid(), PID1: os.Getpid() == 1, UID: os.Getuid(), Hostname: host,
 		Python: lookPathIn("python3", h.Env), Bash: lookPathIn("bash", h.Env)}
+	if h.Proxy != "" {
+		if s.proxy, err = s.listenProxy(h.Proxy); err != nil {
+			msg, _ := json.Marshal(Reply{Error: errorf(CodeExec, "agent cannot listen for the egress proxy on %s: %v", h.Proxy, err)})
+			_ = s.send(0, FrameHelloOK, msg)
+			return err
+		}
+		rep.Proxy = s.proxy.l.Addr().String()
+	}
 	res, _ := json.Marshal(rep)
 	msg, _ := json.Marshal(Reply{Result: res})
-	return s.send(0, FrameHelloOK, msg)
+	if err := s.send(0, FrameHelloOK, msg); err != nil {
+		return err
+	}
+	if s.proxy != nil {
+		s.proxy.start()
+	}
+	return nil
 }
 
 func lookPathIn(name string, env []string) string {
@@ -257,6 +273,11 @@ func (s *server) dispatch(f Frame) error {
 			r.cond.Broadcast()
 			r.cmu.Unlock()
 		}
+	case FrameConnData, FrameConnAck, FrameConnEOF, FrameConnClose:
+		if s.proxy == nil {
+			return fmt.Errorf("%w: %s frame without an egress proxy", ErrProtocol, f.Type)
+		}
+		return s.proxy.tn.deliver(f)
 	default:
 		return fmt.Errorf("%w: unexpected %s frame from client", ErrProtocol, f.Type)
 	}
@@ -611,6 +632,9 @@ func (s *server) shutdown() {
 		r.cancel()
 	}
 	s.mu.Unlock()
+	if s.proxy != nil {
+		s.proxy.close()
+	}
 	s.jobs.killAll()
 	s.procs.killAll()
 	killDescendants(os.Getpid())

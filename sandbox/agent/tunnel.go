@@ -174,7 +174,7 @@ type tunnelConn struct {
 	// rEOF: the peer writes no more; wEOF: we wrote our EOF; reset: the
 	// peer dropped the connection or the stream died; closed: Close ran.
 	rEOF, wEOF, reset, closed bool
-	rdl, wdl              deadline
+	rdl, wdl                  deadline
 }
 
 // deadline is a net.Conn deadline: a time and the timer that wakes the

@@ -117,6 +117,7 @@ type config struct {
 	owner       string
 	options     map[string]string
 	progress    func(string)
+	egress      *EgressPolicy
 }
 
 // WithDriver selects the backend (default: the local backend).
@@ -198,6 +199,7 @@ type Sandbox struct {
 	client  *agent.Client
 	iso     driver.Isolation
 	hello   agent.HelloReply
+	egress  *compiledPolicy
 	created time.Time
 	env     []string
 	logger  *slog.Logger
@@ -228,6 +230,10 @@ func New(ctx context.Context, opts ...Option) (*Sandbox, error) {
 	}
 	if c.limits.MaxTimeout < c.limits.Timeout {
 		return nil, newError(CodeInvalidArgument, "New", "Limits.MaxTimeout (%s) is below Limits.Timeout (%s)", c.limits.MaxTimeout, c.limits.Timeout)
+	}
+	egress, err := c.compileEgress()
+	if err != nil {
+		return nil, err
 	}
 	id := newID()
 	start := time.Now()
@@ -264,11 +270,22 @@ func New(ctx context.Context, opts ...Option) (*Sandbox, error) {
 		inst.Close(context.Background())
 		return nil, err
 	}
+	if egress != nil {
+		if err := checkEgressTier(iso); err != nil {
+			inst.Close(context.Background())
+			return nil, err
+		}
+		iso.Controls = addControl(iso.Controls, egressControl(egress))
+	}
 	extra := c.env
+	if egress != nil {
+		extra = withProxyEnv(extra)
+	}
 	if t := iso.Extra["tmpdir"]; t != "" && t != "/tmp" {
 		// The landlock tier's private temporary directory.
+		env := extra
 		extra = map[string]string{"TMPDIR": t}
-		for k, v := range c.env {
+		for k, v := range env {
 			extra[k] = v
 		}
 	}
@@ -280,6 +297,9 @@ func New(ctx context.Context, opts ...Option) (*Sandbox, error) {
 		DiskBytes:     c.limits.DiskBytes,
 		Rlimits:       rlimitsFor(iso, c.limits),
 	}
+	if egress != nil {
+		hello.Proxy = EgressProxyAddr
+	}
 	client, err := agent.Dial(sctx, inst.Conn(), hello)
 	if err != nil {
 		inst.Close(context.Background())
@@ -288,6 +308,13 @@ func New(ctx context.Context, opts ...Option) (*Sandbox, error) {
 	sb := &Sandbox{id: id, cfg: c, inst: inst, client: client, iso: iso, hello: client.Hello(), created: start, env: env, closeDone: make(chan struct{})}
 	if c.audit != nil {
 		sb.logger = slog.New(c.audit)
+	}
+	if egress != nil {
+		if err := sb.startEgress(egress); err != nil {
+			client.Close()
+			inst.Close(context.Background())
+			return nil, err
+		}
 	}
 	sb.Commands = &Commands{sb: sb}
 	sb.Files = &Files{sb: sb}
@@ -455,6 +482,9 @@ type Info struct {
 	Limits Limits
 	// Network reports whether network access was allowed.
 	Network bool
+	// Egress reports the egress policy in force (WithEgress), nil when
+	// there is none.
+	Egress *EgressInfo
 	// Workspace is the workspace path as processes inside see it.
 	Workspace string
 	// HostWorkspace is the workspace on the host ("" if not reachable).
@@ -484,7 +514,7 @@ func (sb *Sandbox) Info() Info {
 	return Info{
 		ID: sb.id, Backend: sb.cfg.driver.Name(), Isolation: sb.iso.Tier,
 		Controls: slices.Clone(sb.iso.Controls), Gaps: slices.Clone(sb.iso.Gaps), Limits: sb.cfg.limits,
-		Network: sb.cfg.network, Workspace: sb.iso.WorkspacePath, HostWorkspace: sb.iso.HostWorkspace,
+		Network: sb.cfg.network, Egress: sb.egressInfo(), Workspace: sb.iso.WorkspacePath, HostWorkspace: sb.iso.HostWorkspace,
 		Python: py, PythonAvailable: py != "", Bash: sb.hello.Bash,
 		Created: sb.created, Expires: sb.expires, Paused: sb.paused, Closed: sb.closed, Extra: sb.iso.Extra,
 	}

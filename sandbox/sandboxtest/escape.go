@@ -36,6 +36,17 @@ func RunEscape(t *testing.T, newSandbox Factory) {
 		out := escapeRun(t, b, `env | grep -q sk-sandboxkit-escape-canary && echo ESCAPED:env; cat /proc/1/environ 2>/dev/null | tr '\0' '\n' | grep -q sk-sandboxkit && echo ESCAPED:agent-env; echo done`)
 		wantClean(t, out)
 	})
+	// The probes run in parallel inside one group, which returns only
+	// when all of them have finished, so that HostUnchanged sees what
+	// they did (a parallel subtest of t itself would run after it).
+	t.Run("Probes", func(t *testing.T) { runEscapeProbes(t, newSandbox, host) })
+	t.Run("HostUnchanged", func(t *testing.T) {
+		host.check(t)
+	})
+}
+
+// runEscapeProbes runs every probe as a parallel subtest of t.
+func runEscapeProbes(t *testing.T, newSandbox Factory, host *escapeHost) {
 	for _, p := range escapeProbes(host) {
 		t.Run(p.name, func(t *testing.T) {
 			t.Parallel()
@@ -66,10 +77,6 @@ func RunEscape(t *testing.T, newSandbox Factory) {
 			}
 		})
 	}
-	t.Run("HostUnchanged", func(t *testing.T) {
-		// Runs after the parallel probes above have finished.
-		host.check(t)
-	})
 }
 
 // escapeProbe is one attack.
@@ -384,5 +391,6 @@ read pid < bomb.pid; for i in 1 2 3 4 5 6 7 8 9 10; do kill -9 -$pid 2>/dev/null
 			// open's cleanup closes the sandbox and fails if a process with
 			// the marker survives.
 			script: `setsid sleep $MARKER </dev/null >/dev/null 2>&1 & (setsid sh -c 'sleep $MARKER' </dev/null >/dev/null 2>&1 &); echo daemon-started`},
+		egressProbe(h),
 	}
 }

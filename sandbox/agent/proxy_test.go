@@ -42,11 +42,14 @@ func TestProxyCarriesBothWays(t *testing.T) {
 			return
 		}
 		defer hc.Close()
+		wrote := make(chan struct{})
 		go func() {
 			hc.Write(down)
 			hc.(interface{ CloseWrite() error }).CloseWrite()
+			close(wrote)
 		}()
 		b, _ := io.ReadAll(hc)
+		<-wrote
 		hostGot <- b
 	}()
 	pc, err := net.Dial("tcp", addr)

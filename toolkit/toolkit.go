@@ -16,6 +16,7 @@ type Toolkit struct {
 	mu    sync.RWMutex
 	tools []*Tool
 	index map[string]*Tool
+	guard *policyGuard // see SetPolicy; nil: every call runs
 }
 
 // Of returns a toolkit holding tools in the given order. It panics on a nil tool or a
@@ -74,7 +75,7 @@ func (k *Toolkit) Lookup(name string) (*Tool, bool) {
 func (k *Toolkit) Subset(names ...string) (*Toolkit, error) {
 	k.mu.RLock()
 	defer k.mu.RUnlock()
-	sub := &Toolkit{index: map[string]*Tool{}}
+	sub := &Toolkit{index: map[string]*Tool{}, guard: k.guard}
 	var unknown []string
 	for _, n := range names {
 		t, ok := k.index[n]
@@ -95,7 +96,8 @@ func (k *Toolkit) Subset(names ...string) (*Toolkit, error) {
 }
 
 // Call runs the tool called name with arguments JSON as a model sent it. An unknown name is
-// an IsError result listing the available tools; everything else is as [Tool.Call].
+// an IsError result listing the available tools; a call the policy refuses (see
+// [Toolkit.SetPolicy]) is an IsError result naming the rule; everything else is as [Tool.Call].
 func (k *Toolkit) Call(ctx context.Context, name string, args json.RawMessage) (Result, error) {
 	t, ok := k.Lookup(name)
 	if !ok {
@@ -106,6 +108,9 @@ func (k *Toolkit) Call(ctx context.Context, name string, args json.RawMessage) (
 		names := k.namesLocked()
 		k.mu.RUnlock()
 		return errorResult(fmt.Sprintf("unknown tool %q; available tools: %s", shortName(name), names)), nil
+	}
+	if res, refused, err := k.checkPolicy(ctx, name, args); refused {
+		return res, err
 	}
 	return t.Call(ctx, args)
 }

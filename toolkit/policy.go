@@ -115,6 +115,7 @@ type Policy struct {
 }
 
 type policyConfig struct {
+	rules       []Rule
 	undecidable Decision
 	unmatched   Decision
 	ask         AskFunc
@@ -145,6 +146,12 @@ func Approver(fn AskFunc) PolicyOption { return func(c *policyConfig) { c.ask = 
 // events (sandbox.WithAudit), so one handler can take both.
 func PolicyAudit(h slog.Handler) PolicyOption { return func(c *policyConfig) { c.audit = h } }
 
+// WithRules adds rules after those given to [NewPolicy] or read by [ParsePolicy], e.g. the
+// --deny-command flags of a program next to its policy file.
+func WithRules(rules ...Rule) PolicyOption {
+	return func(c *policyConfig) { c.rules = append(c.rules, rules...) }
+}
+
 // NewPolicy builds a policy from rules. It fails on a rule that is neither a command nor a
 // tool rule, a bad pattern or glob, or an undecidable default of Allow.
 func NewPolicy(rules []Rule, opts ...PolicyOption) (*Policy, error) {
@@ -162,7 +169,7 @@ func NewPolicy(rules []Rule, opts ...PolicyOption) (*Policy, error) {
 	if cfg.audit != nil {
 		p.audit = slog.New(cfg.audit)
 	}
-	for i, r := range rules {
+	for i, r := range append(append([]Rule(nil), rules...), cfg.rules...) {
 		if r.Decision < Allow || r.Decision > Deny {
 			return nil, fmt.Errorf("toolkit: rule %d: bad decision %d", i+1, r.Decision)
 		}

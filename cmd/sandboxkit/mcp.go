@@ -20,10 +20,12 @@ import (
 const sessionTTL = 100 * 365 * 24 * time.Hour
 
 func runMCP(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("mcp", "[--http ADDR] [--backend local|docker://IMAGE] [--workspace DIR] [--allow-network]\n                 [--allow-weaker TIERS] [--ttl D] [--idle-timeout D] [--pool N] [--allow-remote]",
-		"Serve the sandbox tools over MCP: on stdin/stdout by default, or as streamable HTTP\nwith --http. Every client session gets its own sandbox, closed when the session\nends. Logs go to stderr only.\n\n"+sandboxFlagsHelp, stdout)
+	fs := newFlags("mcp", "[--http ADDR] [--backend local|docker://IMAGE] [--workspace DIR] [--allow-network]\n                 [--allow-weaker TIERS] [--ttl D] [--idle-timeout D] [--pool N] [--allow-remote]\n                 [--policy FILE] [--deny-command PATTERN]...",
+		"Serve the sandbox tools over MCP: on stdin/stdout by default, or as streamable HTTP\nwith --http. Every client session gets its own sandbox, closed when the session\nends. Logs go to stderr only.\n\n"+sandboxFlagsHelp+"\n\n"+policyFlagsHelp, stdout)
 	var sf sandboxFlags
 	sf.register(fs)
+	var pf policyFlags
+	pf.register(fs)
 	addr := fs.String("http", "", "serve streamable HTTP on `addr` (e.g. 127.0.0.1:8080, or 127.0.0.1:0 for a free port; the URL is printed on stderr) instead of stdio")
 	idle := fs.Duration("idle-timeout", 30*time.Minute, "with --http: end a session and close its sandbox after this long without requests")
 	ttl := fs.Duration("ttl", 0, "close a session's sandbox this long after it was created, even while in use (the next call gets a new, empty one); default: the sandbox lives as long as its session")
@@ -45,6 +47,10 @@ func runMCP(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	if *poolSize > 0 && sf.workspace != "" {
 		return usagef("--pool cannot be used with --workspace: pooled sandboxes each get a workspace of their own")
+	}
+	policy, err := pf.policy(toolkit.Approver(elicit), toolkit.PolicyAudit(slog.NewTextHandler(stderr, nil)))
+	if err != nil {
+		return err
 	}
 	opts, closeBackend, err := sf.options()
 	if err != nil {
@@ -83,7 +89,7 @@ func runMCP(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		info := sb.Info()
 		log.Info("sandbox created", "sandbox", info.ID, "isolation", info.Isolation.String(),
 			"network", info.Network, "workspace", info.HostWorkspace, "python", info.Python, "ttl", ttlDesc)
-		return toolkit.ForSandbox(sb), func() {
+		return withPolicy(toolkit.ForSandbox(sb), policy), func() {
 			if err := sb.Close(); err != nil {
 				log.Warn("closing the sandbox", "sandbox", info.ID, "error", err)
 			}
@@ -100,6 +106,7 @@ func runMCP(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	srv := mcp.NewServer(factory, &mcp.Options{Logger: log, ClosedWorld: closed,
 		Instructions: "Tools that run commands, Python and files in an isolated sandbox that lives as long as this session."})
 	defer srv.Close()
+	withCallSession(srv)
 	if *addr == "" {
 		// Our line transport, not the SDK's: one malformed line must not
 		// end the session and its sandbox (see mcp.LineTransport).

@@ -119,7 +119,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 }
 
 func runGC(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("gc", "[--older-than DURATION]", "Remove what sandboxes left behind: temporary workspaces of local sandboxes whose\nprogram no longer runs (e.g. it was killed with SIGKILL before it could close them;\ntheir processes died with it), and Docker containers labelled sandboxkit=1.\n\nA container does not say whether the program that made it still runs: gc removes\nthe sandboxes of running programs too (e.g. a 'sandboxkit mcp --backend docker'\nserver's), unless --older-than spares the recent ones. An unreachable Docker engine\nis reported on stderr, not as a failure.", stdout)
+	fs := newFlags("gc", "[--older-than DURATION]", "Remove what sandboxes left behind: temporary workspaces of local sandboxes whose\nprogram no longer runs (e.g. it was killed with SIGKILL before it could close them;\ntheir processes died with it), their cgroups, the ownership of workspaces a root\nprogram gave to sandbox uids (every file back to its owner), and Docker containers\nlabelled sandboxkit=1.\n\nA container does not say whether the program that made it still runs: gc removes\nthe sandboxes of running programs too (e.g. a 'sandboxkit mcp --backend docker'\nserver's), unless --older-than spares the recent ones. An unreachable Docker engine\nis reported on stderr, not as a failure.", stdout)
 	olderThan := fs.Duration("older-than", 0, "remove only containers created at least this long ago (e.g. 24h)")
 	if err := parseNoArgs(fs, args); err != nil {
 		return err
@@ -133,6 +133,11 @@ func runGC(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	for _, p := range workspaces {
 		fmt.Fprintln(stdout, "removed workspace", p)
 	}
+	hostLines, hostErr := local.GCHost()
+	for _, l := range hostLines {
+		fmt.Fprintln(stdout, l)
+	}
+	localErr = errors.Join(localErr, hostErr)
 	containers, err := docker.GC(ctx, docker.GCOptions{OlderThan: *olderThan})
 	for _, n := range containers {
 		fmt.Fprintln(stdout, "removed container", n)

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/sandboxkit/sandboxkit/sandbox/local/isolate"
 )
 
 // tempWorkspacePrefix names the temporary workspaces this backend makes in
@@ -56,6 +58,27 @@ func GC(olderThan time.Duration) ([]string, error) {
 		removed = append(removed, p)
 	}
 	return removed, errors.Join(errs...)
+}
+
+// GCHost gives back what sandboxes of killed host processes left on this
+// machine besides temporary workspaces (see GC): the ownership of
+// workspaces a root host gave to sandbox uids (every file to its owner
+// from before the first sandbox; isolate.GCWorkspaces) and their cgroups
+// (isolate.GCCgroups). It returns one line per thing done, for
+// `sandboxkit gc` to print. Sandboxes of running hosts are left alone.
+func GCHost() ([]string, error) {
+	var lines []string
+	// Cgroups first: emptying them kills whatever of a dead host's
+	// sandbox still runs, so nothing writes into a workspace given back.
+	cgs, cgErr := isolate.GCCgroups()
+	for _, p := range cgs {
+		lines = append(lines, "removed cgroup "+p)
+	}
+	ws, wsErr := isolate.GCWorkspaces()
+	for _, p := range ws {
+		lines = append(lines, "gave back the workspace "+p+" (every file to its owner)")
+	}
+	return lines, errors.Join(cgErr, wsErr)
 }
 
 // workspacePID returns the creator's pid from a temporary workspace's name.

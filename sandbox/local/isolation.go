@@ -21,7 +21,7 @@ type isoHost struct {
 
 // bestTier probes the machine (once per process) and prepares the
 // strongest tier it can build; why explains a weaker result.
-func bestTier(cfg driver.Config) (driver.Tier, *isoHost, string) {
+func bestTier(cfg driver.Config, disposable bool) (driver.Tier, *isoHost, string) {
 	caps := isolate.Probe()
 	var why string
 	for _, t := range []driver.Tier{driver.TierNamespace, driver.TierLandlock} {
@@ -31,7 +31,7 @@ func bestTier(cfg driver.Config) (driver.Tier, *isoHost, string) {
 			}
 			continue
 		}
-		h, err := prepareIsolation(cfg, t)
+		h, err := prepareIsolation(cfg, t, disposable)
 		if err != nil {
 			if why == "" {
 				why = err.Error()
@@ -45,14 +45,19 @@ func bestTier(cfg driver.Config) (driver.Tier, *isoHost, string) {
 
 func isolateProbe() isolate.Capabilities { return isolate.Probe() }
 
-func prepareIsolation(cfg driver.Config, t driver.Tier) (*isoHost, error) {
+// prepareIsolation prepares tier t; disposable says the workspace is a
+// temporary one of this sandbox's, removed at Close.
+func prepareIsolation(cfg driver.Config, t driver.Tier, disposable bool) (*isoHost, error) {
 	ws := cfg.Workspace
 	h, err := isolate.Prepare(isolate.Spec{
 		Tier:          t,
 		ID:            cfg.ID,
 		HostWorkspace: ws,
-		Network:       cfg.Network,
-		Limits:        cfg.Limits,
+		// Nobody shares a temporary workspace, and nobody needs its
+		// files back (isolate.Spec.DisposableWorkspace).
+		DisposableWorkspace: disposable,
+		Network:             cfg.Network,
+		Limits:              cfg.Limits,
 	})
 	if err != nil {
 		return nil, err

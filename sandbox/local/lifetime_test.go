@@ -26,6 +26,9 @@ const helperEnv = "SANDBOXKIT_TEST_SIGKILL_HELPER"
 // processes in it that try to outlive it (a job, a background child, a
 // setsid daemon), says READY and waits to be killed.
 func sigkillHelper(arg string) int {
+	if ws, ok := strings.CutPrefix(arg, "workspace:"); ok {
+		return workspaceHelper(ws)
+	}
 	marker, tier, _ := strings.Cut(arg, ",")
 	opts := []sandbox.Option{sandbox.AllowWeaker(sandbox.TierLandlock, sandbox.TierProcess)}
 	if tier == "landlock" {

@@ -96,7 +96,7 @@ func (d *Driver) Start(ctx context.Context, cfg driver.Config) (driver.Instance,
 		}
 	}
 	cfg.Workspace = ws
-	tier, iso, err := chooseTier(cfg, d.tier)
+	tier, iso, err := chooseTier(cfg, d.tier, temp)
 	if err != nil {
 		if temp {
 			os.RemoveAll(ws)
@@ -116,11 +116,11 @@ func (d *Driver) Start(ctx context.Context, cfg driver.Config) (driver.Instance,
 
 // chooseTier picks the strongest tier this machine provides and checks it
 // against what the caller accepts.
-func chooseTier(cfg driver.Config, exact driver.Tier) (driver.Tier, *isoHost, error) {
+func chooseTier(cfg driver.Config, exact driver.Tier, disposable bool) (driver.Tier, *isoHost, error) {
 	if exact != driver.TierNone {
-		return exactTier(cfg, exact)
+		return exactTier(cfg, exact, disposable)
 	}
-	best, iso, why := bestTier(cfg)
+	best, iso, why := bestTier(cfg, disposable)
 	allowed := func(t driver.Tier) bool {
 		return t >= driver.TierNamespace || slices.Contains(cfg.AllowWeaker, t)
 	}
@@ -138,7 +138,7 @@ func chooseTier(cfg driver.Config, exact driver.Tier) (driver.Tier, *isoHost, er
 			iso = nil
 			if t == driver.TierLandlock {
 				var err error
-				iso, err = prepareIsolation(cfg, t)
+				iso, err = prepareIsolation(cfg, t, disposable)
 				if err != nil {
 					continue
 				}
@@ -161,7 +161,7 @@ func chooseTier(cfg driver.Config, exact driver.Tier) (driver.Tier, *isoHost, er
 }
 
 // exactTier builds the tier WithTier asked for, or explains why not.
-func exactTier(cfg driver.Config, t driver.Tier) (driver.Tier, *isoHost, error) {
+func exactTier(cfg driver.Config, t driver.Tier, disposable bool) (driver.Tier, *isoHost, error) {
 	fail := func(why string) (driver.Tier, *isoHost, error) {
 		return 0, nil, driver.Errorf("ISOLATION_UNAVAILABLE", nil, fmt.Sprintf("the local backend cannot build the %s tier it was told to use: %s; run `sandboxkit doctor` to see what is missing", t, why))
 	}
@@ -178,7 +178,7 @@ func exactTier(cfg driver.Config, t driver.Tier) (driver.Tier, *isoHost, error) 
 		if err := isolateProbe().Can(t); err != nil {
 			return fail(err.Error())
 		}
-		iso, err := prepareIsolation(cfg, t)
+		iso, err := prepareIsolation(cfg, t, disposable)
 		if err != nil {
 			return fail(err.Error())
 		}

@@ -72,11 +72,12 @@
 //
 // The sandbox's root is mapped to one unprivileged host uid, never to host
 // root: when the host runs as root, Prepare picks a fresh uid (and gid) per
-// sandbox from a reserved range, so file permissions alone deny /etc/shadow
-// and RLIMIT_NPROC applies; when the host is unprivileged it is the host
-// user's own uid. As root, the workspace is chowned to that uid for the
-// sandbox's lifetime and Cleanup gives every file in it back to the
-// workspace's original owner.
+// workspace from a reserved range, so file permissions alone deny
+// /etc/shadow and RLIMIT_NPROC applies (to all sandboxes on the workspace); when the host is unprivileged it is the host
+// user's own uid. As root, the uid belongs to the workspace and is shared
+// by every sandbox on it: the first gives the files to it, the last one's
+// Cleanup (or GCWorkspaces after a host's death) gives each file back to
+// its recorded owner (wsowner.go).
 //
 // # Disk quota
 //

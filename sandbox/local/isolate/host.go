@@ -1,8 +1,6 @@
 package isolate
 
 import (
-	"crypto/rand"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -19,9 +17,10 @@ import (
 	"github.com/sandboxkit/sandboxkit/sandbox/driver"
 )
 
-// Host uids for sandboxes when the host runs as root: one per sandbox,
-// drawn from a range no distribution hands out, so that a sandbox's files
-// and processes are its own and RLIMIT_NPROC counts only its processes.
+// Host uids for sandboxes when the host runs as root: one per workspace
+// (shared by the sandboxes on it, see wsowner.go), drawn from a range no
+// distribution hands out, so that the sandboxes' files and processes are
+// their own and RLIMIT_NPROC counts only their processes.
 const (
 	uidRangeStart = 0x60000000
 	uidRangeSize  = 1 << 24
@@ -36,14 +35,14 @@ type Handle struct {
 	caps Capabilities
 	cg   *sandboxCgroups
 
-	mu       sync.Mutex
-	pid      int
-	pidfd    int
-	frozen   bool
-	cleaned  bool
-	chowned  bool
-	origUID  int
-	origGID  int
+	mu      sync.Mutex
+	pid     int
+	pidfd   int
+	frozen  bool
+	cleaned bool
+	// lease is the sandbox's share of the workspace's sandbox uid (root
+	// host only).
+	lease    *wsLease
 	stopped  []int // pids SIGSTOPped by the signal freezer
 	hostTemp string
 }
@@ -74,23 +73,41 @@ func Prepare(spec Spec) (*Handle, error) {
 		plan.LandlockABI = caps.LandlockABI
 	}
 	h := &Handle{spec: spec, caps: caps, pidfd: -1}
+	h.spec.Plan = plan
 	if caps.Root {
-		var b [4]byte
-		if _, err := rand.Read(b[:]); err != nil {
+		// A sandbox uid owns nothing outside the workspace: it needs
+		// every parent directory searchable by others.
+		if err := reachable(ws, -1); err != nil {
 			return nil, err
 		}
-		plan.HostUID = uidRangeStart + int(binary.LittleEndian.Uint32(b[:])%uidRangeSize)
-		plan.HostGID = plan.HostUID
+		if spec.DisposableWorkspace {
+			// Nobody shares it and nobody gets it back: a fresh uid.
+			uid, err := freshUID()
+			if err != nil {
+				return nil, err
+			}
+			plan.HostUID, plan.HostGID = uid, uid
+			if err := chownTree(ws, uid, uid); err != nil {
+				return nil, fmt.Errorf("isolate: give the workspace to the sandbox uid: %w", err)
+			}
+		} else {
+			// The workspace's sandbox uid, shared by every sandbox on
+			// it (wsowner.go); the tree is given to it here.
+			lease, err := acquireWorkspace(ws, spec.ID)
+			if err != nil {
+				return nil, fmt.Errorf("isolate: give the workspace to the sandbox uid: %w", err)
+			}
+			h.lease = lease
+			plan.HostUID, plan.HostGID = lease.uid, lease.gid
+		}
 		plan.DropIdentity = spec.Tier == driver.TierLandlock
-		if err := reachable(ws, plan.HostUID); err != nil {
-			return nil, err
-		}
 	}
 	plan.NprocShared = spec.Tier == driver.TierLandlock && !caps.Root
 	h.spec.Plan = plan
 	if spec.Tier == driver.TierLandlock {
 		dir, err := os.MkdirTemp("", "sandboxkit-tmp-"+spec.ID+"-")
 		if err != nil {
+			h.Cleanup()
 			return nil, fmt.Errorf("isolate: private TMPDIR: %w", err)
 		}
 		h.hostTemp = dir
@@ -100,16 +117,6 @@ func Prepare(spec Spec) (*Handle, error) {
 				h.Cleanup()
 				return nil, fmt.Errorf("isolate: private TMPDIR: %w", err)
 			}
-		}
-	}
-	if caps.Root {
-		st, _ := os.Stat(ws)
-		sys := st.Sys().(*syscall.Stat_t)
-		h.origUID, h.origGID = int(sys.Uid), int(sys.Gid)
-		h.chowned = true
-		if err := chownTree(ws, plan.HostUID, plan.HostGID); err != nil {
-			h.Cleanup()
-			return nil, fmt.Errorf("isolate: give the workspace to the sandbox uid: %w", err)
 		}
 	}
 	l := spec.Limits
@@ -142,7 +149,7 @@ func reachable(dir string, uid int) error {
 		}
 		sys := st.Sys().(*syscall.Stat_t)
 		if st.Mode().Perm()&0o001 == 0 && int(sys.Uid) != uid {
-			return fmt.Errorf("isolate: the sandbox's uid %d cannot reach the workspace %s: %s is mode %o; use a workspace whose parent directories are searchable by others (e.g. under /tmp or /var/tmp)", uid, dir, p, st.Mode().Perm())
+			return fmt.Errorf("isolate: the sandbox's uid cannot reach the workspace %s: %s is mode %o; use a workspace whose parent directories are searchable by others (e.g. under /tmp or /var/tmp)", dir, p, st.Mode().Perm())
 		}
 		if p == "/" {
 			return nil
@@ -151,7 +158,7 @@ func reachable(dir string, uid int) error {
 }
 
 // chownTree gives every file below dir to uid:gid without following
-// symlinks.
+// symlinks (a disposable workspace: see Spec.DisposableWorkspace).
 func chownTree(dir string, uid, gid int) error {
 	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -448,11 +455,12 @@ func (h *Handle) Cleanup() error {
 			errs = append(errs, err)
 		}
 	}
-	if h.chowned {
-		if err := chownTree(h.spec.HostWorkspace, h.origUID, h.origGID); err != nil {
+	if h.lease != nil {
+		// The last sandbox on the workspace gives every file back.
+		if err := h.lease.release(); err != nil {
 			errs = append(errs, fmt.Errorf("isolate: give the workspace back: %w", err))
 		}
-		h.chowned = false
+		h.lease = nil
 	}
 	return errors.Join(errs...)
 }

@@ -97,7 +97,7 @@ func (h *Handle) Report() driver.Isolation {
 	case p.NprocShared:
 		add("pids", false, "not enforced: the sandbox runs as the host user (uid "+strconv.Itoa(p.HostUID)+"), whose own processes RLIMIT_NPROC would count as well; a pids cgroup, or starting as root (a dedicated uid), enforces it")
 	case ns:
-		add("pids", true, "RLIMIT_NPROC (fallback, counts the sandbox's processes)="+strconv.Itoa(l.Pids))
+		add("pids", true, "RLIMIT_NPROC (fallback, counts the processes of every sandbox on this workspace)="+strconv.Itoa(l.Pids))
 	default:
 		add("pids", true, "RLIMIT_NPROC (fallback, counts every process of "+strconv.Itoa(p.HostUID)+")="+strconv.Itoa(l.Pids))
 	}

@@ -20,6 +20,12 @@ type Spec struct {
 	ID string `json:"id"`
 	// HostWorkspace is the host directory the sandbox works in. Required.
 	HostWorkspace string `json:"host_workspace"`
+	// DisposableWorkspace says the workspace is this sandbox's alone and
+	// is deleted after Cleanup (the local backend's temporary workspace).
+	// A root host then gives it to a fresh uid without the ownership
+	// record that lets sandboxes share a workspace (wsowner.go), and does
+	// not give it back.
+	DisposableWorkspace bool `json:"disposable_workspace,omitempty"`
 	// ReadOnlyPaths are host paths shown read-only at the same place
 	// inside; nil means DefaultReadOnlyPaths. Paths that do not exist on
 	// the host are skipped; symlinks (as /bin -> usr/bin) are recreated.

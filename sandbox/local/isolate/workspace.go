@@ -105,7 +105,7 @@ func (h *Handle) SaveWorkspace() error {
 	}
 	defer dst.Close()
 	uid, gid := -1, -1
-	if h.chowned {
+	if h.lease != nil {
 		uid, gid = h.spec.Plan.HostUID, h.spec.Plan.HostGID
 	}
 	return mirror(src, dst, uid, gid)

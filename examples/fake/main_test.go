@@ -24,9 +24,9 @@ func TestReadmeExample(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	block := regexp.MustCompile("(?s)<!-- fake-example -->\\s*```go\\n(.*?)```").FindSubmatch(readme)
+	block := regexp.MustCompile("(?s)<!-- file: examples/fake/tool_test.go -->\\s*```go\\n(.*?)```").FindSubmatch(readme)
 	if block == nil {
-		t.Fatal("README.md has no offline-testing block (marked <!-- fake-example -->)")
+		t.Fatal("README.md has no offline-testing block (marked <!-- file: examples/fake/tool_test.go -->)")
 	}
 	if strings.TrimSpace(string(block[1])) != strings.TrimSpace(string(src)) {
 		t.Fatal("README.md's offline-testing example differs from examples/fake/tool_test.go: copy the file into the README")

@@ -20,9 +20,9 @@ func TestReadmeQuickstart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	block := regexp.MustCompile("(?s)<!-- quickstart -->\\s*```go\\n(.*?)```").FindSubmatch(readme)
+	block := regexp.MustCompile("(?s)<!-- file: examples/quickstart/main.go -->\\s*```go\\n(.*?)```").FindSubmatch(readme)
 	if block == nil {
-		t.Fatal("README.md has no quickstart block (marked <!-- quickstart -->)")
+		t.Fatal("README.md has no quickstart block (marked <!-- file: examples/quickstart/main.go -->)")
 	}
 	if strings.TrimSpace(string(block[1])) != strings.TrimSpace(string(src)) {
 		t.Fatal("README.md's quickstart differs from examples/quickstart/main.go: copy the file into the README")

@@ -24,6 +24,7 @@ const (
 	CodeExists               Code = "SBX_EXISTS"
 	CodePathEscape           Code = "SBX_PATH_ESCAPE"
 	CodeQuota                Code = "SBX_QUOTA"
+	CodeNoSpace              Code = "SBX_NO_SPACE"
 	CodeInvalidArgument      Code = "SBX_INVALID_ARGUMENT"
 	CodeNotDir               Code = "SBX_NOT_DIR"
 	CodeIsDir                Code = "SBX_IS_DIR"
@@ -57,6 +58,7 @@ var codeTable = []struct {
 	{CodeExists, "The destination already exists.", "Pass overwrite, or choose another name."},
 	{CodePathEscape, "A path leads outside the workspace (\"..\", an absolute path elsewhere, or a symbolic link pointing out).", "Use a path inside the workspace."},
 	{CodeQuota, "A write would pass the file-size limit or the workspace's disk quota.", "Delete files, write less, or raise Limits.FileSizeBytes / Limits.DiskBytes."},
+	{CodeNoSpace, "The file system holding the workspace is full (the host's disk, not a quota of the sandbox). A file being replaced is left unchanged: replacing needs room for the old and new copies.", "Delete files, write less, or free space on the host."},
 	{CodeInvalidArgument, "An argument is malformed or out of range.", "Fix the argument the message names."},
 	{CodeNotDir, "A path used as a directory is not one.", "Check the path."},
 	{CodeIsDir, "A path used as a file is a directory.", "List it, or give a file inside it."},
@@ -139,6 +141,7 @@ var (
 	ErrExists               = &Error{Code: CodeExists}
 	ErrPathEscape           = &Error{Code: CodePathEscape}
 	ErrQuota                = &Error{Code: CodeQuota}
+	ErrNoSpace              = &Error{Code: CodeNoSpace}
 	ErrInvalidArgument      = &Error{Code: CodeInvalidArgument}
 	ErrNotDir               = &Error{Code: CodeNotDir}
 	ErrIsDir                = &Error{Code: CodeIsDir}

@@ -284,12 +284,48 @@ func (f *Files) copyIn(ctx context.Context, dir string, tarStream io.Reader) err
 	if err != nil {
 		return wrapErr(op, err)
 	}
+	// A source that fails must not look like a complete stream: the call
+	// is cancelled, so that the agent drops the file it was writing (the
+	// old one stays), and the source's own error is what the caller gets.
+	// The error is recorded before the cancel goes out, so it is there
+	// when the cancelled call returns.
+	src := &sourceErr{r: tarStream}
 	go func() {
-		_, _ = io.Copy(call, tarStream)
+		if _, err := io.Copy(call, src); err != nil && src.failed() != nil {
+			call.Cancel()
+			return
+		}
 		_ = call.CloseInput()
 	}()
 	_, err = call.WaitContext(ctx)
+	if src.failed() != nil {
+		return &Error{Code: CodeInvalidArgument, Op: op, Message: fmt.Sprintf("reading the tar stream failed: %v; files it completed before were written, the one in progress was not (an existing file of that name is unchanged)", src.failed()), Err: src.failed()}
+	}
 	return wrapErr(op, err)
+}
+
+// sourceErr records the error of the caller's reader, to tell it from the
+// stream to the sandbox failing.
+type sourceErr struct {
+	r   io.Reader
+	mu  sync.Mutex
+	err error
+}
+
+func (s *sourceErr) Read(p []byte) (int, error) {
+	n, err := s.r.Read(p)
+	if err != nil && err != io.EOF {
+		s.mu.Lock()
+		s.err = err
+		s.mu.Unlock()
+	}
+	return n, err
+}
+
+func (s *sourceErr) failed() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
 }
 
 // CopyOut writes a tar stream of path (a file or a directory tree) to w

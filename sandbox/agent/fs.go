@@ -14,7 +14,6 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"time"
 	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
@@ -29,6 +28,9 @@ type workspace struct {
 	rootFD int // O_PATH descriptor of dir for openat2 (search), -1 if none
 	fsize  int64
 	disk   int64
+	// The sweep of temporary files left by dead writers runs in the
+	// background from the start; close stops it and waits.
+	sweepStop, sweepDone chan struct{}
 }
 
 func openWorkspace(h Hello) (*workspace, error) {
@@ -44,10 +46,18 @@ func openWorkspace(h Hello) (*workspace, error) {
 	if err != nil {
 		rootFD = -1
 	}
-	return &workspace{dir: dir, root: root, rootFD: rootFD, fsize: h.FileSizeBytes, disk: h.DiskBytes}, nil
+	w := &workspace{dir: dir, root: root, rootFD: rootFD, fsize: h.FileSizeBytes, disk: h.DiskBytes,
+		sweepStop: make(chan struct{}), sweepDone: make(chan struct{})}
+	go func() {
+		defer close(w.sweepDone)
+		w.sweepTemps(w.sweepStop)
+	}()
+	return w, nil
 }
 
 func (w *workspace) close() {
+	close(w.sweepStop)
+	<-w.sweepDone
 	w.root.Close()
 	if w.rootFD >= 0 {
 		syscall.Close(w.rootFD)
@@ -104,7 +114,9 @@ func fsError(p string, err error) *WireError {
 	case errors.Is(err, fs.ErrExist):
 		return errorf(CodeExists, "%q already exists", p)
 	case errno == syscall.ENOSPC || errno == syscall.EDQUOT:
-		return errorf(CodeQuota, "no space left in the workspace writing %q: the disk quota is reached; delete files or raise Limits.DiskBytes", p)
+		// Writes map it with workspace.writeError, which can tell the
+		// sandbox's quota from a full file system.
+		return errorf(CodeNoSpace, "no space left on the file system holding the workspace (%q): delete files", p)
 	case errno == syscall.EFBIG:
 		return errorf(CodeQuota, "%q would exceed the maximum file size", p)
 	case errno == syscall.ENOTDIR:
@@ -619,26 +631,18 @@ func (w *workspace) write(a FSWriteRequest) (any, *WireError) {
 	if rel == "." {
 		return nil, errorf(CodeIsDir, "%q is the workspace directory: give a file name", a.Path)
 	}
+	target, e := w.resolveLinks(rel, a.Path)
+	if e != nil {
+		return nil, e
+	}
 	mode := fs.FileMode(a.Mode) & 0o777
 	var oldSize int64
 	exists := false
-	if fi, err := w.root.Lstat(rel); err == nil {
-		exists = true
+	if fi, err := w.root.Lstat(target); err == nil {
 		if fi.IsDir() {
 			return nil, errorf(CodeIsDir, "%q is a directory", a.Path)
 		}
-		if fi.Mode()&fs.ModeSymlink != 0 {
-			// Write through the link, but only where it stays inside.
-			tfi, err := w.root.Stat(rel)
-			if err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return nil, fsError(a.Path, err)
-			}
-			if tfi != nil {
-				oldSize = tfi.Size()
-			}
-			return w.writeThrough(a, rel, oldSize, mode)
-		}
-		oldSize = fi.Size()
+		exists, oldSize = true, fi.Size()
 		if mode == 0 {
 			mode = fi.Mode().Perm()
 		}
@@ -655,82 +659,44 @@ func (w *workspace) write(a FSWriteRequest) (any, *WireError) {
 	if qe := w.checkQuota(a.Path, newSize, oldSize); qe != nil {
 		return nil, qe
 	}
-	if dir := filepath.Dir(rel); dir != "." {
-		if err := w.root.MkdirAll(dir, 0o755); err != nil {
-			return nil, fsError(a.Path, err)
-		}
-	}
 	if a.Append && exists {
-		f, _, e := w.openFile(rel, a.Path, os.O_WRONLY|os.O_APPEND, 0)
-		if e != nil {
+		if e := w.appendFile(target, a.Path, a.Data); e != nil {
 			return nil, e
 		}
-		var err error
-		_, err = f.Write(a.Data)
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			return nil, fsError(a.Path, err)
-		}
-		return Entry{Path: rel, Type: "file", Size: newSize, Mode: uint32(mode)}, nil
-	}
-	// Atomic replace: write a temporary sibling, then rename over.
-	tmp := filepath.Join(filepath.Dir(rel), ".sbx-tmp-"+strconv.FormatInt(time.Now().UnixNano(), 36))
-	f, err := w.root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
-	if err != nil {
-		return nil, fsError(a.Path, err)
-	}
-	_, err = f.Write(a.Data)
-	if err == nil {
-		err = f.Chmod(mode)
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = w.root.Rename(tmp, rel)
-	}
-	if err != nil {
-		_ = w.root.Remove(tmp)
-		var errno syscall.Errno
-		if exists && errors.As(err, &errno) && (errno == syscall.ENOSPC || errno == syscall.EDQUOT) {
-			// Near a hard quota the old and new copies do not fit side
-			// by side; the quota check above passed, so rewrite in place.
-			return w.writeThrough(a, rel, oldSize, mode)
-		}
-		return nil, fsError(a.Path, err)
+	} else if e := w.replaceFile(target, a.Path, mode, func(f *os.File) error {
+		_, err := f.Write(a.Data)
+		return err
+	}); e != nil {
+		return nil, e
 	}
 	return Entry{Path: rel, Type: "file", Size: newSize, Mode: uint32(mode)}, nil
 }
 
-func (w *workspace) writeThrough(a FSWriteRequest, rel string, oldSize int64, mode fs.FileMode) (any, *WireError) {
-	newSize := int64(len(a.Data))
-	if a.Append {
-		newSize += oldSize
-	}
-	if qe := w.checkQuota(a.Path, newSize, oldSize); qe != nil {
-		return nil, qe
-	}
-	flag := os.O_WRONLY | os.O_CREATE | os.O_TRUNC
-	if a.Append {
-		flag = os.O_WRONLY | os.O_CREATE | os.O_APPEND
-	}
-	if mode == 0 {
-		mode = 0o644
-	}
-	f, _, e := w.openFile(rel, a.Path, flag, mode)
+// appendFile adds data at the end of the existing file rel. An append is
+// not a replacement (a log must not be copied for each line): it writes in
+// place, and a write that fails part way (a full disk) is cut off again,
+// so that the file is left as it was.
+func (w *workspace) appendFile(rel, shown string, data []byte) *WireError {
+	f, fi, e := w.openFile(rel, shown, os.O_WRONLY|os.O_APPEND, 0)
 	if e != nil {
-		return nil, e
+		return e
 	}
-	_, err := f.Write(a.Data)
+	_, err := f.Write(data)
+	if err != nil {
+		// O_APPEND wrote at the end as it was when the write began; a
+		// concurrent appender could have moved it, so the cut goes back
+		// only to the size before this write when nothing else grew it.
+		if cur, serr := f.Stat(); serr == nil && cur.Size() <= fi.Size()+int64(len(data)) {
+			_ = f.Truncate(fi.Size())
+		}
+	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
-		return nil, fsError(a.Path, err)
+		return w.writeError(shown, err, true)
 	}
-	return Entry{Path: rel, Type: "file", Size: newSize, Mode: uint32(mode)}, nil
+	return nil
 }
 
 func (w *workspace) edit(a FSEditRequest) (any, *WireError) {
@@ -1006,10 +972,9 @@ func (w *workspace) copy(a FSMoveRequest) (any, *WireError) {
 var errCopyTooBig = errors.New("source passes the file size limit")
 
 // copyFile copies the regular file src to dst with the destination rules of
-// write (through a link that stays inside, else a temporary sibling renamed
-// over, in place when a hard quota leaves no room for both), but streams
-// the bytes: the agent is the sandbox's PID 1, and holding a big file in
-// memory could get it OOM-killed and the whole sandbox with it.
+// write (replaced atomically, through a link that stays inside), but
+// streams the bytes: the agent is the sandbox's PID 1, and holding a big
+// file in memory could get it OOM-killed and the whole sandbox with it.
 func (w *workspace) copyFile(src, dst string, perm fs.FileMode) *WireError {
 	in, fi, e := w.openFile(src, src, os.O_RDONLY, 0)
 	if e != nil {
@@ -1019,107 +984,34 @@ func (w *workspace) copyFile(src, dst string, perm fs.FileMode) *WireError {
 	if dst == "." {
 		return errorf(CodeIsDir, "%q is the workspace directory: give a file name", dst)
 	}
-	mode := perm & 0o777
+	target, e := w.resolveLinks(dst, dst)
+	if e != nil {
+		return e
+	}
 	var oldSize int64
-	exists, through := false, false
-	if dfi, err := w.root.Lstat(dst); err == nil {
-		exists = true
-		switch {
-		case dfi.IsDir():
+	if dfi, err := w.root.Stat(target); err == nil {
+		if dfi.IsDir() {
 			return errorf(CodeIsDir, "%q is a directory", dst)
-		case dfi.Mode()&fs.ModeSymlink != 0:
-			tfi, err := w.root.Stat(dst)
-			if err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return fsError(dst, err)
-			}
-			if tfi != nil {
-				oldSize = tfi.Size()
-			}
-			through = true
-		default:
-			oldSize = dfi.Size()
-			if mode == 0 {
-				mode = dfi.Mode().Perm()
-			}
 		}
+		oldSize = dfi.Size()
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return fsError(dst, err)
-	}
-	if mode == 0 {
-		mode = 0o644
 	}
 	if qe := w.checkQuota(dst, fi.Size(), oldSize); qe != nil {
 		return qe
 	}
-	if through {
-		return w.copyInPlace(in, dst, mode)
-	}
-	if dir := filepath.Dir(dst); dir != "." {
-		if err := w.root.MkdirAll(dir, 0o755); err != nil {
-			return fsError(dst, err)
+	return w.replaceFile(target, dst, perm&0o777, func(out *os.File) error {
+		n, err := w.stream(out, in)
+		if err == nil && n != fi.Size() {
+			// The source changed size while it was copied: check the
+			// size that was written. The temporary file is counted in
+			// the usage now, so it is taken off with the old file.
+			if qe := w.checkQuota(dst, n, oldSize+n); qe != nil {
+				return qe
+			}
 		}
-	}
-	tmp := filepath.Join(filepath.Dir(dst), ".sbx-tmp-"+strconv.FormatInt(time.Now().UnixNano(), 36))
-	out, err := w.root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
-	if err != nil {
-		return fsError(dst, err)
-	}
-	n, err := w.stream(out, in)
-	if err == nil {
-		err = out.Chmod(mode)
-	}
-	if cerr := out.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil && n != fi.Size() {
-		// The source changed size while it was copied: check the size
-		// that was written. The temporary file is counted in the usage
-		// now, so it is taken off with the old file.
-		if qe := w.checkQuota(dst, n, oldSize+n); qe != nil {
-			_ = w.root.Remove(tmp)
-			return qe
-		}
-	}
-	if err == nil {
-		err = w.root.Rename(tmp, dst)
-	}
-	if err != nil {
-		_ = w.root.Remove(tmp)
-		var errno syscall.Errno
-		if exists && errors.As(err, &errno) && (errno == syscall.ENOSPC || errno == syscall.EDQUOT) {
-			// Near a hard quota the old and new copies do not fit side
-			// by side; the quota check above passed, so copy in place.
-			return w.copyInPlace(in, dst, mode)
-		}
-		return w.copyError(dst, err)
-	}
-	return nil
-}
-
-// copyInPlace streams in over dst (or the file a link at dst leads to),
-// truncating it first.
-func (w *workspace) copyInPlace(in *os.File, dst string, mode fs.FileMode) *WireError {
-	out, _, e := w.openFile(dst, dst, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, mode)
-	if e != nil {
-		return e
-	}
-	_, err := w.stream(out, in)
-	if cerr := out.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return w.copyError(dst, err)
-	}
-	return nil
-}
-
-// copyError maps a failed copy to a coded error: the file-size limit and
-// ENOSPC/EFBIG as quota errors, the rest as fsError does.
-func (w *workspace) copyError(dst string, err error) *WireError {
-	if errors.Is(err, errCopyTooBig) {
-		return errorf(CodeQuota, "copying to %q would make it larger than the %d byte file size limit", dst, w.fsize)
-	}
-	return fsError(dst, err)
+		return err
+	})
 }
 
 // stream copies in (from its start, whatever its offset) to the empty file

@@ -79,6 +79,7 @@ const (
 	CodeExists          = "EXISTS"
 	CodePathEscape      = "PATH_ESCAPE"
 	CodeQuota           = "QUOTA"
+	CodeNoSpace         = "NO_SPACE"
 	CodeInvalidArgument = "INVALID_ARGUMENT"
 	CodeNotDir          = "NOT_DIR"
 	CodeIsDir           = "IS_DIR"

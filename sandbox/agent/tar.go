@@ -3,6 +3,8 @@ package agent
 import (
 	"archive/tar"
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -57,7 +59,7 @@ func (w *workspace) copyIn(r *request, dir string) (any, *WireError) {
 			return rep, nil
 		}
 		if err != nil {
-			return nil, errorf(CodeInvalidArgument, "reading the tar stream: %v", err)
+			return nil, tarSourceError(r, "", "", err)
 		}
 		name := filepath.Clean(h.Name)
 		if filepath.IsAbs(name) || name == ".." || strings.HasPrefix(name, "../") || !utf8.ValidString(name) {
@@ -82,17 +84,21 @@ func (w *workspace) copyIn(r *request, dir string) (any, *WireError) {
 			if used >= 0 && used+h.Size > w.disk {
 				return nil, errorf(CodeQuota, "tar entry %q would pass the workspace quota of %d bytes", h.Name, w.disk)
 			}
-			f, _, e := w.openFile(target, target, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, mode|0o200)
+			// Replaced atomically: a stream that fails or is cut inside
+			// the entry (a kill, a failing source on the host, a full
+			// disk) leaves the old file as it was.
+			src := &sourceReader{r: tr}
+			var n int64
+			e := w.replaceFile(target, target, mode, func(f *os.File) error {
+				var err error
+				n, err = io.Copy(f, src)
+				if src.err != nil {
+					return tarSourceError(r, h.Name, target, src.err)
+				}
+				return err
+			})
 			if e != nil {
 				return nil, e
-			}
-			n, err := io.Copy(f, tr)
-			_ = f.Chmod(mode)
-			if cerr := f.Close(); err == nil {
-				err = cerr
-			}
-			if err != nil {
-				return nil, fsError(target, err)
 			}
 			if used >= 0 {
 				used += n
@@ -118,7 +124,36 @@ func (w *workspace) copyIn(r *request, dir string) (any, *WireError) {
 	}
 }
 
-// tarWriter streams tar output as data frames.
+// sourceReader records the error of the stream it reads, so that a copy
+// can tell the source failing from the destination failing.
+type sourceReader struct {
+	r   io.Reader
+	err error
+}
+
+func (s *sourceReader) Read(p []byte) (int, error) {
+	n, err := s.r.Read(p)
+	if err != nil && err != io.EOF {
+		s.err = err
+	}
+	return n, err
+}
+
+// tarSourceError explains a tar stream that failed, inside entry name
+// (extracted to target) when name is set: cancelled by the client (whose
+// own source may have failed: it says why), or ended or malformed.
+func tarSourceError(r *request, name, target string, err error) *WireError {
+	kept := ""
+	if name != "" {
+		kept = fmt.Sprintf(" inside entry %q; %q was left as it was (entries before it were written)", name, target)
+	}
+	if r.ctx.Err() != nil || errors.Is(err, context.Canceled) {
+		return errorf(CodeCanceled, "copy-in cancelled%s", kept)
+	}
+	return errorf(CodeInvalidArgument, "reading the tar stream failed%s: %v", kept, err)
+}
+
+// frameWriter streams tar output as data frames.
 type frameWriter struct{ r *request }
 
 func (fw frameWriter) Write(p []byte) (int, error) {

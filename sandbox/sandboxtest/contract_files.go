@@ -37,6 +37,9 @@ var fileTests = []contractTest{
 	{name: "SearchIsLinearOnHostilePatterns", run: testSearchHostilePatterns},
 	{name: "SearchMatchesWithinOneLine", run: testSearchWithinOneLine},
 	{name: "SearchStopsWhenTheCallerGivesUp", run: testSearchCancel},
+	// contract_writes.go
+	{name: "WritesThroughALinkAreAtomic", run: testWriteThroughLinkAtomic},
+	{name: "CopyInFromAFailingSourceKeepsTheOldFile", run: testCopyInFailingSource},
 }
 
 func testFileWriteRead(t *testing.T, newSandbox Factory) {

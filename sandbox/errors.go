@@ -199,6 +199,8 @@ func wrapErr(op string, err error) error {
 		return &Error{Code: Code("SBX_" + de.Code), Op: op, Message: de.Message, Err: de.Err}
 	}
 	switch {
+	case errors.Is(err, agent.ErrClosed):
+		return &Error{Code: CodeClosed, Op: op, Message: "the sandbox was closed (by Close or its TTL) while the call ran; create a new sandbox", Err: err}
 	case errors.Is(err, agent.ErrDead):
 		return &Error{Code: CodeDead, Op: op, Message: "the sandbox's agent is gone (the sandbox died or was killed); create a new sandbox", Err: err}
 	case errors.Is(err, context.DeadlineExceeded):

@@ -107,7 +107,7 @@ func (p *Python) run(ctx context.Context, code string, opts PythonRunOptions) (*
 	}
 	ex, err := c.Run(ctx, opts.Context, code, pykernel.RunOptions{Timeout: timeout, Env: opts.Env, OnOutput: opts.OnOutput})
 	if err != nil {
-		return ex, pyErr(op, err)
+		return ex, p.err(op, err)
 	}
 	if ex != nil && ex.TimedOut {
 		msg := "the code ran past its %s timeout and was interrupted (KeyboardInterrupt); the context's state was kept"
@@ -132,7 +132,7 @@ func (p *Python) Create(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	return pyErr("Python.Create", c.Create(ctx, name))
+	return p.err("Python.Create", c.Create(ctx, name))
 }
 
 // List describes the running contexts.
@@ -150,7 +150,7 @@ func (p *Python) Restart(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	return pyErr("Python.Restart", c.Restart(ctx, contextName(name)))
+	return p.err("Python.Restart", c.Restart(ctx, contextName(name)))
 }
 
 // Remove stops a context and forgets it.
@@ -159,7 +159,23 @@ func (p *Python) Remove(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	return pyErr("Python.Remove", c.Remove(ctx, contextName(name)))
+	return p.err("Python.Remove", c.Remove(ctx, contextName(name)))
+}
+
+// err maps a kernel error to a coded one. A kernel ends with its sandbox:
+// once the sandbox is closed or dead, that is what the caller is told (a
+// Python call cut by the agent's death said SBX_ENDED, "call Restart",
+// which cannot help).
+func (p *Python) err(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, pykernel.ErrDied) || errors.Is(err, pykernel.ErrClosed) {
+		if serr := p.sb.check(op); serr != nil && CodeOf(serr) != CodePaused {
+			return serr
+		}
+	}
+	return pyErr(op, err)
 }
 
 func pyErr(op string, err error) error {

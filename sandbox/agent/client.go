@@ -15,6 +15,11 @@ import (
 // stream has closed or failed: the agent (or its sandbox) is gone.
 var ErrDead = errors.New("sandbox agent is gone")
 
+// ErrClosed is ErrDead when the client itself closed the stream (Close):
+// calls it cut were ended on purpose, not by a death. errors.Is(ErrClosed,
+// ErrDead) holds.
+var ErrClosed = fmt.Errorf("%w: the client closed the stream", ErrDead)
+
 // Client speaks the agent protocol from the host side. It is safe for
 // concurrent use; each call gets its own request id on the shared stream.
 type Client struct {
@@ -36,6 +41,7 @@ type Client struct {
 	calls   map[uint32]*Call
 	dead    chan struct{}
 	deadErr error
+	closing bool // Close was called: the stream's end is ErrClosed
 	readers sync.WaitGroup
 
 	// tunnel holds the connections the agent's egress proxy carries
@@ -162,6 +168,9 @@ func (c *Client) Err() error {
 // Close closes the stream (the agent then kills everything it started and
 // exits) and waits for the reader to finish.
 func (c *Client) Close() error {
+	c.mu.Lock()
+	c.closing = true
+	c.mu.Unlock()
 	err := c.conn.Close()
 	c.readers.Wait()
 	return err
@@ -189,6 +198,9 @@ func (c *Client) readLoop() {
 	c.conn.Close()
 	c.tunnel.shutdown()
 	c.mu.Lock()
+	if c.closing {
+		err = ErrClosed
+	}
 	c.deadErr = err
 	close(c.dead)
 	calls := c.calls

@@ -52,6 +52,7 @@ func RunContract(t *testing.T, newSandbox Factory) {
 		{"Files", fileTests},
 		{"Limits", limitTests},
 		{"Hostile", hostileTests},
+		{"Faults", faultTests},
 		{"Lifecycle", lifecycleTests},
 	}
 	for _, g := range groups {

@@ -48,9 +48,16 @@ func testDiskQuota(t *testing.T, newSandbox Factory) {
 		}
 	}
 	wantCode(t, "Write past the quota", b.sb.Files.Write(b.ctx(), "f3", make([]byte, 3000), 0), sandbox.CodeQuota)
-	// Replacing a file counts its new size, not both.
+	// Replacing a file counts its new size, not both; but where the quota
+	// is a file system of that size, the new content is written beside
+	// the old before it replaces it: then a replacement that does not fit
+	// beside fails, and leaves the old file as it was.
 	if err := b.sb.Files.Write(b.ctx(), "f0", make([]byte, 3500), 0); err != nil {
-		t.Fatalf("rewriting within the quota: %v", err)
+		wantCode(t, "rewriting within the quota, with no room beside the old file", err, sandbox.CodeQuota)
+		wantMessage(t, "rewriting within the quota, with no room beside the old file", err, "unchanged", "Limits.DiskBytes")
+		if got := b.read("f0"); len(got) != 3000 {
+			t.Fatalf("a failed rewrite left %d bytes in f0, want its old 3000", len(got))
+		}
 	}
 	tr := makeTar(t, []tarFile{{name: "a", body: strings.Repeat("x", 900), mode: 0o644, typ: '0'}, {name: "b", body: strings.Repeat("x", 900), mode: 0o644, typ: '0'}})
 	wantCode(t, "CopyIn past the quota", b.sb.Files.CopyIn(b.ctx(), "in", tr), sandbox.CodeQuota)
@@ -59,6 +66,12 @@ func testDiskQuota(t *testing.T, newSandbox Factory) {
 	}
 	if err := b.sb.Files.Write(b.ctx(), "f3", make([]byte, 2000), 0); err != nil {
 		t.Fatalf("writing after freeing space: %v", err)
+	}
+	if err := b.sb.Files.Remove(b.ctx(), "f3", false); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.sb.Files.Write(b.ctx(), "f0", make([]byte, 3500), 0); err != nil {
+		t.Fatalf("rewriting with room beside the old file: %v", err)
 	}
 }
 

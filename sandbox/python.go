@@ -46,8 +46,10 @@ type PythonOutput = pykernel.Output
 // PythonContext describes a running context.
 type PythonContext = pykernel.ContextInfo
 
-// maxPythonContexts bounds the contexts of one sandbox.
-const maxPythonContexts = 16
+// MaxPythonContexts bounds the live contexts of one sandbox (each is a
+// python3 process); creating one more fails with CodeInvalidArgument and a
+// message naming the existing ones.
+const MaxPythonContexts = 16
 
 func (p *Python) contexts(op string) (*pykernel.Contexts, error) {
 	sb := p.sb
@@ -79,7 +81,7 @@ func (p *Python) contexts(op string) (*pykernel.Contexts, error) {
 		Dir:            sb.iso.WorkspacePath,
 		MaxOutputBytes: sb.cfg.limits.MaxOutputBytes,
 		DefaultTimeout: sb.cfg.limits.Timeout,
-	}, maxPythonContexts)
+	}, MaxPythonContexts)
 	c := p.c
 	sb.closers = append(sb.closers, func() { _ = c.Close() })
 	return p.c, nil

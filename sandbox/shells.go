@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sandboxkit/sandboxkit/sandbox/shell"
@@ -18,6 +19,9 @@ import (
 type Shells struct {
 	sb *Sandbox
 	m  *shell.Manager
+
+	mu       sync.Mutex
+	captures map[string]*shellCapture // session id -> the output file of its command
 }
 
 // Shell is one live bash session.
@@ -40,8 +44,13 @@ type ShellOptions struct {
 	MaxOutputBytes int
 }
 
-// ShellResult is what one call on a session returned.
-type ShellResult = shell.Result
+// ShellResult is what one call on a session returned: the session's result
+// (see shell.Result) and, when the command was run with
+// ShellRunOptions.OutputFile, what became of that file so far.
+type ShellResult struct {
+	shell.Result
+	OutputFileInfo
+}
 
 // ShellRunOptions tunes Shell.Run.
 type ShellRunOptions struct {
@@ -52,6 +61,17 @@ type ShellRunOptions struct {
 	// KillOnTimeout interrupts the command at the timeout instead
 	// (Ctrl-C, then signals to the foreground process group).
 	KillOnTimeout bool
+	// OutputFile, when set, is a workspace path (relative to the
+	// workspace, or absolute under it) where every byte of the command's
+	// output is kept, as the session cleans it, whatever the result keeps
+	// (results keep the head and the tail of ShellOptions.MaxOutputBytes).
+	// The file is written as the output is produced, also while the
+	// command runs on after Run returned, until it ends or the next Run;
+	// each result reports the file so far. An existing file is replaced.
+	OutputFile string
+	// OutputFileLimit caps the file (0: DefaultOutputFileLimit). Bytes
+	// past it are counted in OutputFileCut, not written.
+	OutputFileLimit int64
 }
 
 // ShellInfo describes a session.
@@ -135,10 +155,33 @@ func (sh *Shell) Run(ctx context.Context, command string, opts ShellRunOptions) 
 	if err != nil {
 		return ShellResult{}, err
 	}
-	res, err := sh.s.Run(ctx, command, shell.RunOptions{Timeout: timeout, KillOnTimeout: opts.KillOnTimeout})
+	ro := shell.RunOptions{Timeout: timeout, KillOnTimeout: opts.KillOnTimeout}
+	var capture *shellCapture
+	if opts.OutputFile != "" {
+		capture, err = sh.sb.newShellCapture(ctx, op, opts.OutputFile, opts.OutputFileLimit)
+		if err != nil {
+			return ShellResult{}, err
+		}
+		ro.Output = capture
+	}
+	sh.sb.Shells.setCapture(sh.ID(), capture)
+	res, err := sh.s.Run(ctx, command, ro)
 	err = shellErr(op, err)
 	sh.sb.auditEvent(ctx, op, sh.ID()+": "+command, start, err)
-	return res, err
+	return sh.result(res), err
+}
+
+// result adds what became of the running command's output file so far,
+// after writing out what the session handed it.
+func (sh *Shell) result(r shell.Result) ShellResult {
+	res := ShellResult{Result: r}
+	if c := sh.sb.Shells.capture(sh.ID()); c != nil {
+		res.OutputFileInfo = c.flush()
+		if !r.Running {
+			sh.sb.Shells.setCapture(sh.ID(), nil)
+		}
+	}
+	return res
 }
 
 // Input sends text (typed, followed by Enter) or keys such as "C-c",
@@ -157,7 +200,7 @@ func (sh *Shell) Input(ctx context.Context, input string, timeout time.Duration)
 	res, err := sh.s.Input(ctx, input, timeout)
 	err = shellErr(op, err)
 	sh.sb.auditEvent(ctx, op, sh.ID()+": "+input, start, err)
-	return res, err
+	return sh.result(res), err
 }
 
 // Wait waits up to timeout for more output from the running command.
@@ -171,7 +214,7 @@ func (sh *Shell) Wait(ctx context.Context, timeout time.Duration) (ShellResult, 
 		return ShellResult{}, err
 	}
 	res, err := sh.s.Wait(ctx, timeout)
-	return res, shellErr(op, err)
+	return sh.result(res), shellErr(op, err)
 }
 
 // Close ends the session and kills everything it started.
@@ -199,4 +242,107 @@ func shellErr(op string, err error) error {
 		return wrapErr(op, err)
 	}
 	return &Error{Code: CodeInternal, Op: op, Message: msg, Err: err}
+}
+
+func (s *Shells) capture(id string) *shellCapture {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.captures[id]
+}
+
+func (s *Shells) setCapture(id string, c *shellCapture) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c == nil {
+		delete(s.captures, id)
+		return
+	}
+	if s.captures == nil {
+		s.captures = map[string]*shellCapture{}
+	}
+	s.captures[id] = c
+}
+
+// shellCaptureChunk is how much output a shellCapture collects before it
+// appends it to the file: a 200,000-line output (1.2 MB) costs two appends
+// over the agent instead of one per terminal read.
+const shellCaptureChunk = 1 << 20
+
+// shellCapture writes a session command's whole output into a workspace
+// file. The session's reader calls Write with each piece of cleaned output;
+// pieces are collected and appended to the file through the agent (the
+// same agent file operations as Files.Append, so the workspace's
+// confinement and quota apply). Blocking the reader while an append runs
+// is safe: the agent client queues the terminal's bytes independently of
+// it, and its flow-control window holds the shell back meanwhile.
+type shellCapture struct {
+	sb    *Sandbox
+	path  string
+	limit int64
+
+	mu      sync.Mutex
+	buf     []byte
+	written int64 // bytes in the file
+	cut     int64 // bytes past the limit, counted not written
+	err     error // the first failed append; nothing is written after it
+}
+
+func (sb *Sandbox) newShellCapture(ctx context.Context, op, path string, limit int64) (*shellCapture, error) {
+	if limit <= 0 {
+		limit = DefaultOutputFileLimit
+	}
+	if err := sb.Files.Write(ctx, path, nil, 0); err != nil {
+		return nil, wrapErr(op, err)
+	}
+	return &shellCapture{sb: sb, path: path, limit: limit}, nil
+}
+
+// Write keeps p (up to the limit) and appends to the file once a chunk is
+// collected. It never fails: a failed append is reported by flush.
+func (c *shellCapture) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := len(p)
+	if room := c.limit - c.written - int64(len(c.buf)); int64(len(p)) > room || c.err != nil {
+		keep := max(min(room, int64(len(p))), 0)
+		if c.err != nil {
+			keep = 0
+		}
+		c.cut += int64(len(p)) - keep
+		p = p[:keep]
+	}
+	c.buf = append(c.buf, p...)
+	if len(c.buf) >= shellCaptureChunk {
+		c.appendLocked()
+	}
+	return n, nil
+}
+
+func (c *shellCapture) appendLocked() {
+	if len(c.buf) == 0 || c.err != nil {
+		c.buf = c.buf[:0]
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := c.sb.Files.Append(ctx, c.path, c.buf); err != nil {
+		c.err = err
+		c.cut += int64(len(c.buf))
+	} else {
+		c.written += int64(len(c.buf))
+	}
+	c.buf = c.buf[:0]
+}
+
+// flush appends what is collected and reports the file so far.
+func (c *shellCapture) flush() OutputFileInfo {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.appendLocked()
+	info := OutputFileInfo{OutputFile: c.path, OutputFileBytes: c.written, OutputFileCut: c.cut}
+	if c.err != nil {
+		info.OutputFileError = c.err.Error()
+		info.OutputFileCut = 0 // not a cap: the rest of the output is simply not there
+	}
+	return info
 }

@@ -17,22 +17,48 @@ import (
 type BuiltinOption func(*builtinConfig)
 
 type builtinConfig struct {
-	outputLimit int
+	outputLimit int   // bytes of command, bash and Python output shown per stream
+	readLimit   int   // bytes of a file read, a listing, a search shown
+	savedLimit  int64 // bytes of one output kept in its workspace file
 	outputDir   string
 }
 
+// DefaultShownOutput is how many bytes of one output stream (run_command, bash, background
+// jobs, Python) a model is shown by default: the first and the last 8 KB around a marker that
+// says what was left out and where the whole output is. 16 KB of typical command output is
+// about 4,000 tokens by the toolkit's estimate (bytes/4; TestLongOutputHeadAndTail logs it):
+// enough for a build's first error and its summary, little enough that a few long outputs do
+// not crowd the context. Peers show 10–30 KB.
+const DefaultShownOutput = 16 << 10
+
+// DefaultSavedOutput caps the workspace file that keeps one command's whole output: 64 MiB.
+const DefaultSavedOutput = 64 << 20
+
 // OutputLimit sets how many bytes of each output stream (and of a file read, a listing, a
-// search) the model is shown; default 30000. Cut command output is saved whole to a file whose
-// path the truncation marker gives.
+// search) the model is shown; default [DefaultShownOutput] for output and 30000 for reads.
+// Cut output shows its start and its end; the whole output is saved to a workspace file whose
+// path the marker gives.
 func OutputLimit(bytes int) BuiltinOption {
 	return func(c *builtinConfig) {
 		if bytes > 0 {
 			c.outputLimit = bytes
+			c.readLimit = bytes
 		}
 	}
 }
 
-// OutputDir sets the workspace directory where cut command output is saved in full; default
+// SavedOutputLimit caps the workspace file that keeps one output whole (run_command, bash,
+// background jobs); default [DefaultSavedOutput]. Past the cap the output is counted, not
+// saved, and the marker says so.
+func SavedOutputLimit(bytes int64) BuiltinOption {
+	return func(c *builtinConfig) {
+		if bytes > 0 {
+			c.savedLimit = bytes
+		}
+	}
+}
+
+// OutputDir sets the workspace directory where command output is saved in full; default
 // ".sandboxkit/outputs" (hidden, so listings stay clean).
 func OutputDir(dir string) BuiltinOption { return func(c *builtinConfig) { c.outputDir = dir } }
 
@@ -71,7 +97,7 @@ func (errNoSandbox) Fatal() bool   { return true }
 // IsError result that still carries the partial output, so the model cannot mistake it for a
 // finished run.
 func ForSandbox(sb *sandbox.Sandbox, opts ...BuiltinOption) *Toolkit {
-	b := &builtins{sb: sb, cfg: builtinConfig{outputLimit: 30000, outputDir: ".sandboxkit/outputs"}, cursors: map[string]int64{}, shells: map[string]string{}}
+	b := &builtins{sb: sb, cfg: builtinConfig{outputLimit: DefaultShownOutput, readLimit: 30000, savedLimit: DefaultSavedOutput, outputDir: ".sandboxkit/outputs"}, cursors: map[string]int64{}, shells: map[string]string{}}
 	for _, o := range opts {
 		o(&b.cfg)
 	}
@@ -109,34 +135,48 @@ type textOut struct {
 
 func (o textOut) ToolText() string { return o.Text }
 
-// save writes a cut output whole into the workspace and returns the path for the marker, or ""
-// when it could not be saved (the marker then just counts the bytes).
-func (b *builtins) save(ctx context.Context, stream, data string) string {
+// outputPath names the workspace file for the next saved output: the relative path to pass to
+// the sandbox and the absolute one to show the model.
+func (b *builtins) outputPath(stream string) (rel, abs string) {
 	n := b.saved.Add(1)
-	rel := path.Join(b.cfg.outputDir, fmt.Sprintf("%d-%s.txt", n, stream))
-	if err := b.sb.Files.Write(ctx, rel, []byte(data), 0); err != nil {
-		return ""
-	}
+	rel = path.Join(b.cfg.outputDir, fmt.Sprintf("%d-%s.txt", n, stream))
 	if path.IsAbs(rel) {
-		return rel
+		return rel, rel
 	}
-	return path.Join(b.sb.Info().Workspace, rel)
+	return rel, path.Join(b.sb.Info().Workspace, rel)
 }
 
-// section cuts one output stream for the model: stdout keeps its start, stderr its end (where a
-// failing command prints why).
-func (b *builtins) section(ctx context.Context, name, data string, tail bool) Section {
-	if len(data) <= b.cfg.outputLimit {
-		return Section{Name: name, Body: data}
+// section cuts one output held in memory for the model (a Python stream, a display): its start
+// and its end around a marker. When it is cut, it is saved whole to a workspace file the marker
+// names; a failed save is said in the marker, not hidden.
+func (b *builtins) section(ctx context.Context, name, data string) Section {
+	s := Section{Name: name}
+	s.Body, s.Tail, s.Omitted, s.OmittedLines = TruncateMiddle(data, b.cfg.outputLimit)
+	if s.Omitted == 0 {
+		return s
 	}
-	s := Section{Name: name, KeptTail: tail}
-	if tail {
-		s.Body, s.Omitted = TruncateTail(data, b.cfg.outputLimit)
-	} else {
-		s.Body, s.Omitted = Truncate(data, b.cfg.outputLimit)
+	rel, abs := b.outputPath(name)
+	if len(data) > int(b.cfg.savedLimit) {
+		data = data[:b.cfg.savedLimit]
+		s.FileNote = "it holds only the first " + humanBytes(b.cfg.savedLimit)
 	}
-	s.FullPath = b.save(ctx, name, data)
+	if err := b.sb.Files.Write(ctx, rel, []byte(data), 0); err != nil {
+		s.FileNote = "it could not be saved (" + modelErr(err).Error() + ")"
+		return s
+	}
+	s.FullPath = abs
 	return s
+}
+
+// fileNote says what a saved output file lacks: its cap was reached, or writing it failed.
+func fileNote(cut int64, werr string) string {
+	switch {
+	case werr != "":
+		return "writing it failed (" + werr + "), so it holds only the start"
+	case cut > 0:
+		return "it holds only the start: the last " + humanBytes(cut) + " were over the size cap of saved output"
+	}
+	return ""
 }
 
 func seconds(n int) time.Duration { return time.Duration(n) * time.Second }

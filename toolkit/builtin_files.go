@@ -90,7 +90,7 @@ func (b *builtins) readFile(ctx context.Context, in readIn) (textOut, error) {
 	if limit == 0 {
 		limit = 2000
 	}
-	c, err := b.sb.Files.Read(ctx, in.Path, sandbox.ReadOptions{Offset: first - 1, Limit: limit, MaxBytes: int64(b.cfg.outputLimit)})
+	c, err := b.sb.Files.Read(ctx, in.Path, sandbox.ReadOptions{Offset: first - 1, Limit: limit, MaxBytes: int64(b.cfg.readLimit)})
 	if err != nil {
 		return textOut{}, modelErr(err)
 	}
@@ -98,7 +98,7 @@ func (b *builtins) readFile(ctx context.Context, in readIn) (textOut, error) {
 	case c.Binary:
 		return textOut{fmt.Sprintf("%s is a binary file (%d bytes); not shown. Inspect it with run_command (file, xxd, head -c).", in.Path, c.Size)}, nil
 	case c.Lines == 0 && c.More:
-		return textOut{fmt.Sprintf("line %d of %s is longer than %d bytes; view it with run_command (cut -c, head -c)", first, in.Path, b.cfg.outputLimit)}, nil
+		return textOut{fmt.Sprintf("line %d of %s is longer than %d bytes; view it with run_command (cut -c, head -c)", first, in.Path, b.cfg.readLimit)}, nil
 	case c.Lines == 0 && c.Size == 0:
 		return textOut{"(empty file)"}, nil
 	case c.Lines == 0:
@@ -167,7 +167,7 @@ func (b *builtins) listFiles(ctx context.Context, in listIn) (textOut, error) {
 			fmt.Fprintf(&sb, "%s%s  %d\n", e.Path, mark, e.Size)
 		}
 	}
-	text, omitted := Truncate(sb.String(), b.cfg.outputLimit)
+	text, omitted := Truncate(sb.String(), b.cfg.readLimit)
 	if l.Truncated || omitted > 0 {
 		text += "[listing cut short: list a subdirectory or use a smaller depth]"
 	}
@@ -201,7 +201,7 @@ func (b *builtins) searchFiles(ctx context.Context, in searchIn) (textOut, error
 		}
 		fmt.Fprintf(&sb, "%s:%d:%s\n", m.Path, m.Line, strings.TrimRight(line, "\r\n"))
 	}
-	text, omitted := Truncate(sb.String(), b.cfg.outputLimit)
+	text, omitted := Truncate(sb.String(), b.cfg.readLimit)
 	if r.Truncated || omitted > 0 {
 		text += "[more matches not shown: narrow path or glob, or raise max_results]\n"
 	}
@@ -222,7 +222,7 @@ func (b *builtins) findFiles(ctx context.Context, in findIn) (textOut, error) {
 	if len(g.Paths) == 0 {
 		return textOut{fmt.Sprintf("no files match %q", in.Pattern)}, nil
 	}
-	text, omitted := Truncate(strings.Join(g.Paths, "\n")+"\n", b.cfg.outputLimit)
+	text, omitted := Truncate(strings.Join(g.Paths, "\n")+"\n", b.cfg.readLimit)
 	if g.Truncated || omitted > 0 {
 		text += "[more files not shown: narrow the pattern or path]"
 	}
@@ -288,7 +288,7 @@ func (b *builtins) info(ctx context.Context, _ struct{}) (textOut, error) {
 		{Name: "python", Value: python},
 		{Name: "bash", Value: bash},
 		{Name: "command timeout", Value: fmt.Sprintf("%s default, %s max", i.Limits.Timeout, i.Limits.MaxTimeout)},
-		{Name: "output shown", Value: fmt.Sprintf("%d bytes per stream", b.cfg.outputLimit)},
+		{Name: "output shown", Value: fmt.Sprintf("%d bytes per stream (start and end; the whole output is saved in a file)", b.cfg.outputLimit)},
 	}
 	return textOut{Render(fields)}, nil
 }

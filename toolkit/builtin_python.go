@@ -2,17 +2,19 @@ package toolkit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 
 	"github.com/sandboxkit/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandboxkit/sandbox/pykernel"
 )
 
 type pythonIn struct {
-	Code           string `json:"code"`
-	ContextID      string `json:"context_id,omitempty" description:"separate namespace, default \"default\""`
-	TimeoutSeconds int    `json:"timeout_seconds,omitempty" description:"default 60"`
+	Code           string `json:"code" description:"Python source; the last expression's value is shown"`
+	ContextID      string `json:"context_id,omitempty" description:"namespace to run in; a new name creates a fresh one; default \"default\""`
+	TimeoutSeconds int    `json:"timeout_seconds,omitempty" description:"default: the sandbox's (sandbox_info)"`
 }
 
 type pythonOut struct {
@@ -20,15 +22,47 @@ type pythonOut struct {
 	Stderr string `json:"stderr"`
 	Result string `json:"result,omitempty"`
 	Error  string `json:"error,omitempty"`
-	text   string
-	images []Image
+	// Created is set when this call created the context.
+	Created bool `json:"created,omitempty"`
+	text    string
+	images  []Image
 }
 
 func (o pythonOut) ToolText() string    { return o.text }
 func (o pythonOut) ToolImages() []Image { return o.images }
 
 func (b *builtins) pythonTool() *Tool {
-	return New("run_python", "Run Python in a persistent kernel: variables and imports stay between calls (like a notebook). The last expression's value is shown; plots come back as images. On timeout the code is interrupted and state kept.", b.runPython)
+	return New("run_python", "Run Python in a persistent kernel: variables and imports stay between calls (like a notebook). Prints, display() outputs and the last expression's value are shown in order; plots come back as images. On timeout the code is interrupted and state kept.", b.runPython)
+}
+
+// context returns the context to run in, creating a named one the model has not used yet, and
+// whether it was created now. Only "default" is created implicitly by the sandbox; a model that
+// picks a new context_id means a fresh namespace, so it gets one instead of a not-found error.
+func (b *builtins) context(ctx context.Context, name string) (bool, error) {
+	if name == "" || name == pykernel.DefaultContext {
+		return false, nil
+	}
+	for _, c := range b.sb.Python.List() {
+		if c.Name == name {
+			return false, nil
+		}
+	}
+	err := b.sb.Python.Create(ctx, name)
+	switch {
+	case err == nil:
+		return true, nil
+	case sandbox.CodeOf(err) == sandbox.CodeExists:
+		return false, nil // a concurrent call made it
+	case errors.Is(err, pykernel.ErrTooManyContexts):
+		var names []string
+		for _, c := range b.sb.Python.List() {
+			names = append(names, c.Name)
+		}
+		return false, fmt.Errorf("context_id %q cannot be created: all %d contexts are in use (%s); pass one of them as context_id", name, sandbox.MaxPythonContexts, strings.Join(names, ", "))
+	case errors.Is(err, pykernel.ErrBadName):
+		return false, fmt.Errorf("context_id %q is not a valid name: use 1 to 64 letters, digits, '_', '-' or '.'", shortName(name))
+	}
+	return false, modelErr(err)
 }
 
 // An exception in the code is data for the model (like a non-zero exit), not an IsError result.
@@ -39,23 +73,37 @@ func (b *builtins) runPython(ctx context.Context, in pythonIn) (pythonOut, error
 	if in.TimeoutSeconds < 0 {
 		return pythonOut{}, fmt.Errorf("timeout_seconds must be positive, got %d", in.TimeoutSeconds)
 	}
+	created, err := b.context(ctx, in.ContextID)
+	if err != nil {
+		return pythonOut{}, err
+	}
 	ex, err := b.sb.Python.Run(ctx, in.Code, sandbox.PythonRunOptions{Context: in.ContextID, Timeout: seconds(in.TimeoutSeconds)})
 	if err != nil && ex == nil {
 		return pythonOut{}, modelErr(err)
 	}
-	out := pythonOut{Stdout: ex.Stdout, Stderr: ex.Stderr}
-	sections := []Section{b.section(ctx, "stdout", ex.Stdout, false), b.section(ctx, "stderr", ex.Stderr, true)}
-	for _, o := range ex.Outputs {
-		for _, mime := range []string{"image/png", "image/jpeg"} {
-			if d, ok := o.Data[mime]; ok {
-				out.images = append(out.images, Image{MIMEType: mime, Data: d})
+	out := pythonOut{Stdout: ex.Stdout, Stderr: ex.Stderr, Created: created}
+	// The sections follow the timeline, as a notebook shows a cell's outputs: a display between
+	// two prints stays between them, and the result comes where it came.
+	var sections []Section
+	for _, o := range ex.Timeline {
+		switch o.Kind {
+		case pykernel.Stdout, pykernel.Stderr:
+			sections = append(sections, b.section(ctx, string(o.Kind), o.Text))
+		case pykernel.Display, pykernel.Result:
+			text := o.Plain()
+			for _, mime := range []string{"image/png", "image/jpeg"} {
+				if d, ok := o.Data[mime]; ok {
+					out.images = append(out.images, Image{MIMEType: mime, Data: d})
+					text = fmt.Sprintf("[image %d: %s] %s", len(out.images), mime, text)
+				}
 			}
+			name := "display"
+			if o.Kind == pykernel.Result {
+				name = "result"
+				out.Result = o.Plain()
+			}
+			sections = append(sections, b.section(ctx, name, text))
 		}
-	}
-	if ex.Result != nil {
-		out.Result = ex.Result.Plain()
-		body, omitted := Truncate(out.Result, b.cfg.outputLimit)
-		sections = append(sections, Section{Name: "result", Body: body, Omitted: omitted})
 	}
 	if ex.Error != nil {
 		out.Error = ex.Error.Error()
@@ -63,6 +111,11 @@ func (b *builtins) runPython(ctx context.Context, in pythonIn) (pythonOut, error
 		sections = append(sections, Section{Name: "error", Body: body + "\n" + out.Error, Omitted: omitted, KeptTail: true})
 	}
 	fields := []Field{{Name: "execution", Value: strconv.Itoa(ex.Count)}}
+	if created {
+		fields = append(fields, Field{Name: "context", Value: in.ContextID + " (new: created by this call, empty before it)"})
+	} else if in.ContextID != "" && in.ContextID != pykernel.DefaultContext {
+		fields = append(fields, Field{Name: "context", Value: in.ContextID})
+	}
 	if ex.TimedOut {
 		fields = append(fields, Field{Name: "timed out", Value: "the code was interrupted; raise timeout_seconds"})
 	}

@@ -1,7 +1,6 @@
 package toolkit
 
 import (
-	"fmt"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -16,16 +15,25 @@ type Field struct {
 // Section is one named block of output, e.g. stdout, rendered under a "--- name ---" header.
 type Section struct {
 	Name string
+	// Body is the output, or its start when Omitted is non-zero.
 	Body string
-	// Omitted is how many bytes of the complete output Body leaves out; 0 means Body is
-	// complete. Use [Truncate] or [TruncateTail] to cut and count.
+	// Tail is the end of the output when its middle was cut: it follows the marker. Use
+	// [TruncateMiddle] to cut and count.
+	Tail string
+	// Omitted is how many bytes of the complete output Body and Tail leave out; 0 means Body
+	// is complete. Use [TruncateMiddle], [Truncate] or [TruncateTail] to cut and count.
 	Omitted int
+	// OmittedLines is how many lines the omitted bytes hold, when known (0: not said).
+	OmittedLines int
 	// KeptTail says Body is the end of the output (the start was cut), so the truncation
 	// marker goes before Body instead of after it.
 	KeptTail bool
 	// FullPath is where the complete output was saved, for the marker to point at; empty when
 	// the rest is not kept anywhere.
 	FullPath string
+	// FileNote says honestly what the saved file lacks, e.g. "it holds only the first 64 MiB"
+	// or "it could not be saved: disk full"; it is shown in the marker.
+	FileNote string
 }
 
 // Render lays out a tool result the one way every built-in tool uses, so a model learns it
@@ -33,8 +41,9 @@ type Section struct {
 //
 //	exit code: 1
 //	--- stdout ---
-//	partial output
-//	[truncated: 48213 more bytes not shown; full output in /workspace/.out/1.txt]
+//	first lines
+//	[… 188,544 lines (1.2 MB) omitted; the whole output is in /workspace/.out/1.txt: read_file with offset …]
+//	last lines
 //	--- stderr ---
 //	boom
 //
@@ -75,6 +84,12 @@ func Render(fields []Field, sections ...Section) string {
 			b.WriteString(marker(s))
 			b.WriteByte('\n')
 		}
+		if s.Tail != "" {
+			b.WriteString(s.Tail)
+			if !strings.HasSuffix(s.Tail, "\n") {
+				b.WriteByte('\n')
+			}
+		}
 	}
 	if shown == 0 && len(sections) > 0 {
 		b.WriteString("(no output)\n")
@@ -82,16 +97,75 @@ func Render(fields []Field, sections ...Section) string {
 	return strings.TrimSuffix(b.String(), "\n")
 }
 
-// marker tells the model how much it is not seeing and where the rest is.
+// marker tells the model how much it is not seeing and where the rest is, in one line:
+// "[… 188,544 lines (1.2 MB) omitted; the whole output is in FILE: read_file with offset …]".
 func marker(s Section) string {
-	m := fmt.Sprintf("[truncated: %d more bytes not shown", s.Omitted)
+	var m strings.Builder
+	m.WriteString("[… ")
 	if s.KeptTail {
-		m = fmt.Sprintf("[truncated: the first %d bytes are not shown", s.Omitted)
+		m.WriteString("the first ")
 	}
-	if s.FullPath != "" {
-		m += "; full output in " + s.FullPath
+	if s.OmittedLines > 0 {
+		m.WriteString(groupDigits(int64(s.OmittedLines)))
+		m.WriteString(" lines (")
+		m.WriteString(humanBytes(int64(s.Omitted)))
+		m.WriteString(") omitted")
+	} else {
+		m.WriteString(humanBytes(int64(s.Omitted)))
+		m.WriteString(" omitted")
 	}
-	return m + "]"
+	switch {
+	case s.FullPath != "" && s.FileNote != "":
+		m.WriteString("; the output is saved in " + s.FullPath + ", but " + s.FileNote)
+	case s.FullPath != "":
+		m.WriteString("; the whole output is in " + s.FullPath + ": read_file with offset, or search_files")
+	case s.FileNote != "":
+		m.WriteString("; " + s.FileNote)
+	}
+	m.WriteString(" …]")
+	return m.String()
+}
+
+// groupDigits writes n with thousands separators: 188,544.
+func groupDigits(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	for i := len(s) - 3; i > 0 && s[i-1] != '-'; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
+
+// humanBytes writes a byte count the way a person reads it: "912 bytes", "48.2 KB", "1.2 MB".
+func humanBytes(n int64) string {
+	switch {
+	case n == 1:
+		return "1 byte"
+	case n < 1000:
+		return strconv.FormatInt(n, 10) + " bytes"
+	case n < 1000*1000:
+		return strconv.FormatFloat(float64(n)/1000, 'f', 1, 64) + " KB"
+	case n < 1000*1000*1000:
+		return strconv.FormatFloat(float64(n)/1e6, 'f', 1, 64) + " MB"
+	}
+	return strconv.FormatFloat(float64(n)/1e9, 'f', 1, 64) + " GB"
+}
+
+// TruncateMiddle keeps the start and the end of s within limit bytes in all, about half each
+// (a build's first error and its summary; a test run's first failure and its totals), and
+// returns them with the bytes and lines cut from the middle. Like [Truncate] and
+// [TruncateTail] it prefers whole lines and never splits a character. Use the results as
+// Section Body, Tail, Omitted and OmittedLines.
+func TruncateMiddle(s string, limit int) (head, tail string, omitted, omittedLines int) {
+	if limit < 0 {
+		limit = 0
+	}
+	if len(s) <= limit {
+		return s, "", 0, 0
+	}
+	head, _ = Truncate(s, limit/2)
+	tail, _ = TruncateTail(s[len(head):], limit-len(head))
+	middle := s[len(head) : len(s)-len(tail)]
+	return head, tail, len(middle), strings.Count(middle, "\n")
 }
 
 // Truncate keeps at most limit bytes from the start of s and returns them with the number of

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 )
 
@@ -90,8 +91,15 @@ func (c *Contexts) open(ctx context.Context, name string, mayExist bool) (*Kerne
 	}
 	if !ok {
 		if len(c.m) >= c.limit {
+			names := make([]string, 0, len(c.m))
+			for n := range c.m {
+				names = append(names, n)
+			}
 			c.mu.Unlock()
-			return nil, fmt.Errorf("%w: %d are running; remove one first", ErrTooManyContexts, c.limit)
+			sort.Strings(names)
+			// Name them: the caller (often a model) reuses one instead of
+			// guessing which exist.
+			return nil, fmt.Errorf("%w: all %d are in use (%s); run in one of them, or remove one first", ErrTooManyContexts, c.limit, strings.Join(names, ", "))
 		}
 		e = &entry{ready: make(chan struct{})}
 		c.m[name] = e

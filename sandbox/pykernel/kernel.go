@@ -346,10 +346,12 @@ type runState struct {
 	ro      RunOptions
 	ex      *Execution
 	began   time.Time
-	out     [2]streamBuf // stdout, stderr
-	used    int          // stream bytes kept
-	dispUse int          // display bytes kept
-	ctxErr  error        // why the caller cancelled, if it did
+	out     [2]streamBuf    // stdout, stderr
+	used    int             // stream bytes kept
+	dispUse int             // display bytes kept
+	tlKind  OutputKind      // stream whose text tlText merges for the Timeline
+	tlText  strings.Builder // consecutive chunks of that stream
+	ctxErr  error           // why the caller cancelled, if it did
 }
 
 func (r *runState) loop(ctx context.Context, req request, timeout time.Duration) (*Execution, error) {
@@ -472,9 +474,28 @@ func (r *runState) handle(m message) func() (*Execution, error) {
 }
 
 func (r *runState) emit(o Output) {
+	if o.Kind == Stdout || o.Kind == Stderr {
+		if o.Kind != r.tlKind {
+			r.flushTimeline()
+			r.tlKind = o.Kind
+		}
+		r.tlText.WriteString(o.Text)
+	} else {
+		r.flushTimeline()
+		r.ex.Timeline = append(r.ex.Timeline, o)
+	}
 	if r.ro.OnOutput != nil {
 		r.ro.OnOutput(o)
 	}
+}
+
+// flushTimeline ends the stream text being merged into the Timeline.
+func (r *runState) flushTimeline() {
+	if r.tlText.Len() > 0 {
+		r.ex.Timeline = append(r.ex.Timeline, Output{Kind: r.tlKind, Text: r.tlText.String()})
+		r.tlText.Reset()
+	}
+	r.tlKind = ""
 }
 
 // notice adds a line of ours to stderr, so that a reader of the output (often
@@ -498,6 +519,7 @@ func (r *runState) collect() {
 			r.emit(Output{Kind: kind, Text: marker})
 		}
 	}
+	r.flushTimeline()
 	r.ex.Stdout, r.ex.Stderr = r.out[0].b.String(), r.out[1].b.String()
 	r.ex.Duration = time.Since(r.began)
 }

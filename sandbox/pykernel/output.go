@@ -96,6 +96,12 @@ type Execution struct {
 	Result *Output
 	// Outputs are the Display outputs in the order they were produced.
 	Outputs []Output
+	// Timeline is everything the run produced in the order it was
+	// produced: stream text (consecutive chunks of one stream merged),
+	// displays, the result, the kernel's notices and truncation markers,
+	// as Jupyter shows a cell's output. It holds what Stdout, Stderr,
+	// Outputs and Result hold, interleaved.
+	Timeline []Output
 	// Error is the exception the code raised, or nil.
 	Error *ExecError
 	// Exited is set when the code raised SystemExit (see above).

@@ -109,7 +109,7 @@ func TestOutputBuffer(t *testing.T) {
 		o := newOutputBuffer(100)
 		o.write([]byte("a\n"))
 		o.write([]byte("b\n"))
-		if got, dropped, _ := o.take(); got != "a\nb\n" || dropped != 0 {
+		if got, _, dropped, _ := o.take(); got != "a\nb\n" || dropped != 0 {
 			t.Fatalf("got %q dropped %d", got, dropped)
 		}
 	})
@@ -124,13 +124,16 @@ func TestOutputBuffer(t *testing.T) {
 				t.Fatalf("memory not bounded: head %d, tail cap %d", len(o.head), cap(o.tail))
 			}
 		}
-		got, droppedBytes, droppedLines := o.take()
+		got, cut, droppedBytes, droppedLines := o.take()
 		if len(got) > 1100 {
 			t.Fatalf("output %d bytes, want about 1000", len(got))
 		}
 		head, rest, ok := strings.Cut(got, "[... ")
 		if !ok {
 			t.Fatalf("no cut marker in %q", got)
+		}
+		if cut != len(head) {
+			t.Fatalf("Cut is %d, but the marker starts at %d", cut, len(head))
 		}
 		_, tail, _ := strings.Cut(rest, "...]\n")
 		if !strings.HasPrefix(all.String(), head) || !strings.HasSuffix(all.String(), tail) {
@@ -148,7 +151,7 @@ func TestOutputBuffer(t *testing.T) {
 		for range 1000 {
 			o.write([]byte("€"))
 		}
-		got, _, _ := o.take()
+		got, _, _, _ := o.take()
 		if !utf8.ValidString(got) {
 			t.Fatalf("invalid UTF-8 after cut: %q", got)
 		}

@@ -60,11 +60,11 @@ func (o *outputBuffer) drop(p []byte) {
 // take returns the buffered text, with a marker where output was cut, and
 // empties the buffer. The cut is moved to line boundaries when the kept parts
 // contain newlines, and never splits a UTF-8 character.
-func (o *outputBuffer) take() (text string, droppedBytes, droppedLines int64) {
+func (o *outputBuffer) take() (text string, cut int, droppedBytes, droppedLines int64) {
 	if o.droppedBytes == 0 {
 		text = string(o.head) + string(o.tail)
 		o.reset()
-		return text, 0, 0
+		return text, 0, 0, 0
 	}
 	head, tail := o.head, o.tail
 	if i := bytes.LastIndexByte(head, '\n'); i >= 0 {
@@ -93,9 +93,10 @@ func (o *outputBuffer) take() (text string, droppedBytes, droppedLines int64) {
 	marker := fmt.Sprintf("%s[... %d lines (%d bytes) cut: output over %d bytes, head and tail kept ...]\n",
 		sep, o.droppedLines, o.droppedBytes, o.max)
 	text = string(head) + marker + string(tail)
+	cut = len(head) + len(sep)
 	droppedBytes, droppedLines = o.droppedBytes, o.droppedLines
 	o.reset()
-	return text, droppedBytes, droppedLines
+	return text, cut, droppedBytes, droppedLines
 }
 
 // runeStart returns the largest index <= n at which p holds a complete UTF-8

@@ -140,6 +140,14 @@ type RunOptions struct {
 	// foreground is bash itself (a loop of builtins ignoring SIGINT), the last
 	// step ends the session.
 	KillOnTimeout bool
+	// Output, when set, receives every byte of the command's output as it
+	// is produced (cleaned as in Result.Output, before any cut), from the
+	// session's reader goroutine, until the command ends or the next Run:
+	// also what it prints after Run returned while it was still running.
+	// The caller keeps the whole output there while results stay bounded
+	// by MaxOutputBytes. Write must not call back into the session; a
+	// write error is the writer's to report (the session ignores it).
+	Output io.Writer
 }
 
 // Result is what a call observed.
@@ -163,8 +171,10 @@ type Result struct {
 	Ended     bool
 	EndReason string
 	// Truncated is true when output was cut; DroppedBytes and DroppedLines
-	// say how much.
+	// say how much, and Cut where: Output[:Cut] is the head, a one-line
+	// marker follows, then the tail.
 	Truncated    bool
+	Cut          int
 	DroppedBytes int64
 	DroppedLines int64
 }
@@ -186,7 +196,8 @@ type Session struct {
 	raw     []byte        // bytes held back: possibly the start of a marker
 	clean   Cleaner
 	out     *outputBuffer
-	outSeq  uint64 // counts writes to out, to notice new output
+	capture io.Writer // RunOptions.Output of the command running
+	outSeq  uint64    // counts writes to out, to notice new output
 	lastOut time.Time
 	lineLen int  // bytes of output since the last newline
 	prompt  bool // the output ends in what looks like a prompt
@@ -354,6 +365,7 @@ func (s *Session) Run(ctx context.Context, command string, opts RunOptions) (Res
 	s.pending, s.started = true, false
 	s.command, s.cmdStart = command, time.Now()
 	s.out.reset()
+	s.capture = opts.Output
 	s.lineLen, s.prompt = 0, false
 	s.clean = Cleaner{}
 	s.mu.Unlock()
@@ -580,7 +592,7 @@ func (s *Session) awaitDone(ctx context.Context) (bool, error) {
 // resultLocked builds a result and hands over the buffered output.
 func (s *Session) resultLocked() Result {
 	r := Result{Cwd: s.cwd}
-	r.Output, r.DroppedBytes, r.DroppedLines = s.out.take()
+	r.Output, r.Cut, r.DroppedBytes, r.DroppedLines = s.out.take()
 	r.Truncated = r.DroppedBytes > 0
 	switch {
 	case s.ended:
@@ -790,6 +802,9 @@ func (s *Session) sinkLocked(p []byte) bool {
 
 func (s *Session) writeOutLocked(text []byte) {
 	s.out.write(text)
+	if s.capture != nil {
+		_, _ = s.capture.Write(text)
+	}
 	s.outSeq++
 	s.lastOut = time.Now()
 	if i := bytes.LastIndexByte(text, '\n'); i >= 0 {

@@ -4,15 +4,16 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/sandboxkit/sandboxkit/sandbox"
 )
 
 type bashIn struct {
-	Command        string `json:"command,omitempty"`
-	SessionID      string `json:"session_id,omitempty" description:"any name; default \"default\""`
+	Command        string `json:"command,omitempty" description:"bash command line to run in the session"`
+	SessionID      string `json:"session_id,omitempty" description:"any name; a new name opens a new session; default \"default\""`
 	Input          string `json:"input,omitempty" description:"text or keys (C-c, Enter) for a running command"`
-	TimeoutSeconds int    `json:"timeout_seconds,omitempty" description:"wait this long, default 60"`
+	TimeoutSeconds int    `json:"timeout_seconds,omitempty" description:"wait this long; default: the sandbox's (sandbox_info)"`
 }
 
 func (b *builtins) bashTool() *Tool {
@@ -28,7 +29,8 @@ func (b *builtins) session(ctx context.Context, name string) (*sandbox.Shell, er
 			return sh, nil
 		}
 	}
-	sh, err := b.sb.Shells.Open(ctx, sandbox.ShellOptions{})
+	// The session keeps the head and the tail of each result within the shown size.
+	sh, err := b.sb.Shells.Open(ctx, sandbox.ShellOptions{MaxOutputBytes: b.cfg.outputLimit})
 	if err != nil {
 		return nil, err
 	}
@@ -57,7 +59,14 @@ func (b *builtins) bash(ctx context.Context, in bashIn) (textOut, error) {
 	var res sandbox.ShellResult
 	switch {
 	case in.Command != "":
-		res, err = sh.Run(ctx, in.Command, sandbox.ShellRunOptions{Timeout: seconds(in.TimeoutSeconds)})
+		// The session keeps the command's whole output in the file as it is produced (also
+		// while it runs on after this call); the result holds its head and tail.
+		rel, abs := b.outputPath("output")
+		b.mu.Lock()
+		b.bashFiles[sh.ID()] = abs
+		b.mu.Unlock()
+		res, err = sh.Run(ctx, in.Command, sandbox.ShellRunOptions{Timeout: seconds(in.TimeoutSeconds),
+			OutputFile: rel, OutputFileLimit: b.cfg.savedLimit})
 	case in.Input != "":
 		res, err = sh.Input(ctx, in.Input, seconds(in.TimeoutSeconds))
 	default:
@@ -76,5 +85,35 @@ func (b *builtins) bash(ctx context.Context, in bashIn) (textOut, error) {
 		fields = append(fields, Field{Name: "exit code", Value: strconv.Itoa(*res.ExitCode)})
 	}
 	fields = append(fields, Field{Name: "cwd", Value: res.Cwd})
-	return textOut{Render(fields, b.section(ctx, "output", res.Output, false))}, nil
+	return textOut{Render(fields, b.shellSection(ctx, sh, res, in.Command != ""))}, nil
+}
+
+// shellSection shows a session's output: the session already kept the head and the tail within
+// the shown size (its result's marker is replaced by ours), and the file of the command's whole
+// output is named when something was left out.
+// ran says res is the result of the call that ran the command (not of input or a wait).
+func (b *builtins) shellSection(ctx context.Context, sh *sandbox.Shell, res sandbox.ShellResult, ran bool) Section {
+	s := Section{Name: "output", Body: res.Output}
+	if !res.Truncated {
+		if ran && res.OutputFile != "" && !res.Running {
+			_ = b.sb.Files.Remove(ctx, res.OutputFile, false) // it was all shown in this result
+		}
+		return s
+	}
+	s.Body = res.Output[:res.Cut]
+	if nl := strings.IndexByte(res.Output[res.Cut:], '\n'); nl >= 0 {
+		s.Tail = res.Output[res.Cut+nl+1:]
+	}
+	s.Omitted, s.OmittedLines = int(res.DroppedBytes), int(res.DroppedLines)
+	b.mu.Lock()
+	abs := b.bashFiles[sh.ID()]
+	b.mu.Unlock()
+	s.FileNote = fileNote(res.OutputFileCut, res.OutputFileError)
+	if res.OutputFile != "" && (res.OutputFileBytes > 0 || s.FileNote == "") {
+		s.FullPath = abs
+		if res.Running {
+			s.FileNote = "the command is still running and the file still growing"
+		}
+	}
+	return s
 }

@@ -14,7 +14,7 @@ import (
 type runCommandIn struct {
 	Command        string `json:"command" description:"shell command line (sh -c)"`
 	Cwd            string `json:"cwd,omitempty" description:"working directory in the workspace"`
-	TimeoutSeconds int    `json:"timeout_seconds,omitempty" description:"default 60"`
+	TimeoutSeconds int    `json:"timeout_seconds,omitempty" description:"default: the sandbox's (sandbox_info)"`
 }
 
 type commandOut struct {
@@ -24,6 +24,9 @@ type commandOut struct {
 	Stderr     string `json:"stderr"`
 	StdoutFile string `json:"stdout_file,omitempty"`
 	StderrFile string `json:"stderr_file,omitempty"`
+	// OutputFile holds the whole output (stdout and stderr interleaved) when some of it was not
+	// shown.
+	OutputFile string `json:"output_file,omitempty"`
 	text       string
 }
 
@@ -45,7 +48,7 @@ type startIn struct {
 
 func (b *builtins) commandTools() []*Tool {
 	return []*Tool{
-		New("run_command", "Run a shell command in a fresh process and wait for it; no state (cd, variables) carries over to the next call. Shows exit code, stdout, stderr; long output is cut and saved whole to a file named in the marker. Killed at timeout_seconds; use start_background for servers and long jobs.", b.runCommand),
+		New("run_command", "Run a shell command in a fresh process and wait for it; no state (cd, variables) carries over to the next call. Shows exit code, stdout, stderr; of long output the start and the end are shown, and the whole output is saved to a file named in the marker. Killed at timeout_seconds; use start_background for servers and long jobs.", b.runCommand),
 		New("start_background", "Start a long-running command (server, watcher, long build) in the background and return its job_id at once.", b.startBackground),
 		New("read_background_output", "Read a background job's status and the output it printed since the last read.", b.readBackground, ReadOnly()),
 		New("stop_background", "Stop a background job and every process it started.", b.stopBackground),
@@ -60,15 +63,27 @@ func (b *builtins) runCommand(ctx context.Context, in runCommandIn) (commandOut,
 	if in.TimeoutSeconds < 0 {
 		return commandOut{}, fmt.Errorf("timeout_seconds must be positive, got %d", in.TimeoutSeconds)
 	}
-	res, err := b.sb.Commands.Run(ctx, sandbox.Command{Shell: in.Command, Dir: in.Cwd, Timeout: seconds(in.TimeoutSeconds)})
+	// The agent writes the whole output to the file as it is produced; the result keeps only
+	// its head and tail. The file is removed again when everything was shown.
+	rel, abs := b.outputPath("output")
+	res, err := b.sb.Commands.Run(ctx, sandbox.Command{Shell: in.Command, Dir: in.Cwd, Timeout: seconds(in.TimeoutSeconds),
+		OutputFile: rel, OutputFileLimit: b.cfg.savedLimit})
 	timedOut := errors.Is(err, sandbox.ErrTimeout) && res != nil && res.TimedOut
 	if err != nil && !timedOut {
 		return commandOut{}, modelErr(err)
 	}
 	out := commandOut{ExitCode: res.ExitCode, Signal: res.Signal, Stdout: res.Stdout, Stderr: res.Stderr}
-	so := b.section(ctx, "stdout", res.Stdout, false)
-	se := b.section(ctx, "stderr", res.Stderr, true)
-	out.StdoutFile, out.StderrFile = so.FullPath, se.FullPath
+	so := b.streamSection("stdout", res.Stdout, res.StdoutDropped)
+	se := b.streamSection("stderr", res.Stderr, res.StderrDropped)
+	if so.Omitted > 0 || se.Omitted > 0 {
+		b.pointAtFile(ctx, &so, &se, res.OutputFileInfo, abs, res.Stderr == "")
+		out.StdoutFile, out.StderrFile = so.FullPath, se.FullPath
+		if so.FullPath != "" || se.FullPath != "" {
+			out.OutputFile = abs
+		}
+	} else if res.OutputFile != "" {
+		_ = b.sb.Files.Remove(ctx, rel, false) // everything was shown
+	}
 	fields := []Field{{Name: "exit code", Value: strconv.Itoa(res.ExitCode)}, {Name: "signal", Value: res.Signal}}
 	if timedOut {
 		fields = []Field{{Name: "timed out", Value: fmt.Sprintf("after %s; the command and its children were killed. Raise timeout_seconds or use start_background", res.Duration.Round(time.Second))}}
@@ -78,6 +93,76 @@ func (b *builtins) runCommand(ctx context.Context, in runCommandIn) (commandOut,
 	}
 	out.text = Render(fields, so, se)
 	return out, nil
+}
+
+// streamSection cuts one stream of a command's result for the model: its start and its end
+// within the shown size. dropped is what the sandbox already cut from the middle (the result
+// holds its head and tail around a marker of the sandbox's, which is replaced by ours).
+func (b *builtins) streamSection(name, text string, dropped int64) Section {
+	head, tail := text, ""
+	if dropped > 0 {
+		head, tail = splitSandboxCut(text, name, dropped)
+	}
+	s := Section{Name: name}
+	if dropped == 0 {
+		s.Body, s.Tail, s.Omitted, s.OmittedLines = TruncateMiddle(text, b.cfg.outputLimit)
+		return s
+	}
+	shownHead, _ := Truncate(head, b.cfg.outputLimit/2)
+	shownTail, _ := TruncateTail(tail, b.cfg.outputLimit-len(shownHead))
+	s.Body, s.Tail = shownHead, shownTail
+	s.Omitted = int(dropped) + len(head) - len(shownHead) + len(tail) - len(shownTail)
+	return s
+}
+
+// splitSandboxCut splits a stream the sandbox cut into the head before its marker and the tail
+// after it. When the marker cannot be found the text is returned whole as the head.
+func splitSandboxCut(text, stream string, dropped int64) (head, tail string) {
+	marker := fmt.Sprintf("\n[... sandboxkit: %d bytes of %s cut here", dropped, stream)
+	i := strings.Index(text, marker)
+	if i < 0 {
+		return text, ""
+	}
+	end := strings.IndexByte(text[i+1:], '\n')
+	if end < 0 {
+		return text[:i], ""
+	}
+	return text[:i] + "\n", text[i+1+end+1:]
+}
+
+// pointAtFile completes the markers of cut sections with the file that holds the whole output,
+// said honestly when the file was cut or failed, and with the count of omitted lines when it
+// can be known (the file is complete and holds one stream: stdoutOnly).
+func (b *builtins) pointAtFile(ctx context.Context, so, se *Section, f sandbox.OutputFileInfo, abs string, stdoutOnly bool) {
+	note := fileNote(f.OutputFileCut, f.OutputFileError)
+	for _, s := range []*Section{so, se} {
+		if s.Omitted == 0 {
+			continue
+		}
+		s.FileNote = note
+		if f.OutputFile != "" && (f.OutputFileBytes > 0 || note == "") {
+			s.FullPath = abs
+		}
+	}
+	if so.Omitted > 0 && stdoutOnly && note == "" && f.OutputFile != "" && so.OmittedLines == 0 {
+		if total, ok := b.countLines(ctx, f.OutputFile); ok {
+			so.OmittedLines = total - strings.Count(so.Body, "\n") - strings.Count(so.Tail, "\n")
+		}
+	}
+}
+
+// countLines counts the newlines of a workspace file with wc, outside the caller's output.
+func (b *builtins) countLines(ctx context.Context, file string) (int, bool) {
+	r, err := b.sb.Commands.Run(ctx, sandbox.Command{Args: []string{"wc", "-l", file}, Timeout: 30 * time.Second})
+	if err != nil || r.ExitCode != 0 {
+		return 0, false
+	}
+	f := strings.Fields(r.Stdout)
+	if len(f) == 0 {
+		return 0, false
+	}
+	n, err := strconv.Atoi(f[0])
+	return n, err == nil
 }
 
 func (b *builtins) startBackground(ctx context.Context, in startIn) (textOut, error) {

@@ -287,10 +287,45 @@ func (b *builtins) info(ctx context.Context, _ struct{}) (textOut, error) {
 		{Name: "network", Value: network},
 		{Name: "python", Value: python},
 		{Name: "bash", Value: bash},
-		{Name: "command timeout", Value: fmt.Sprintf("%s default, %s max", i.Limits.Timeout, i.Limits.MaxTimeout)},
+		{Name: "command timeout", Value: fmt.Sprintf("%s default (when timeout_seconds is not given), %s max", i.Limits.Timeout, i.Limits.MaxTimeout)},
 		{Name: "output shown", Value: fmt.Sprintf("%d bytes per stream (start and end; the whole output is saved in a file)", b.cfg.outputLimit)},
+		{Name: "python contexts", Value: b.pythonContexts()},
 	}
+	fields = append(fields, tierLimits(i)...)
 	return textOut{Render(fields)}, nil
+}
+
+// pythonContexts lists the Python contexts with their runs, so a model reuses or adds one by
+// name.
+func (b *builtins) pythonContexts() string {
+	if !b.sb.Info().PythonAvailable {
+		return ""
+	}
+	var names []string
+	for _, c := range b.sb.Python.List() {
+		names = append(names, fmt.Sprintf("%s (%s)", c.Name, plural(c.ExecutionCount, "run")))
+	}
+	list := "none yet"
+	if len(names) > 0 {
+		list = strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%s; at most %d (a new context_id of run_python creates one)", list, sandbox.MaxPythonContexts)
+}
+
+// tierLimits tells the model, in a line or two, what the isolation tier in force means in
+// practice: where temporary files go and what it can see. A model that writes to /tmp on the
+// landlock tier fails with "Permission denied" and guesses; told first, it uses $TMPDIR.
+func tierLimits(i sandbox.Info) []Field {
+	var out []Field
+	if t := i.Extra["tmpdir"]; t != "" && t != "/tmp" {
+		out = append(out, Field{Name: "temporary files", Value: "/tmp is not writable here: use $TMPDIR (" + t + ") or the workspace"})
+	}
+	for _, c := range i.Controls {
+		if c.Name == "processes_visible" && !c.Enforced {
+			out = append(out, Field{Name: "processes", Value: "ps and /proc show host processes too (no pid namespace); only the sandbox's own are yours"})
+		}
+	}
+	return out
 }
 
 // networkState tells the model what the network really is: "off" only when a

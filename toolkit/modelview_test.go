@@ -1,0 +1,168 @@
+package toolkit_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/sandboxkit/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandboxkit/sandbox/sandboxtest"
+	"github.com/sandboxkit/sandboxkit/toolkit"
+)
+
+// These tests read tool results as a model reads them (issue 18, "what the model sees").
+
+func call(t *testing.T, kit *toolkit.Toolkit, tool, args string) toolkit.Result {
+	t.Helper()
+	res, err := kit.Call(context.Background(), tool, json.RawMessage(args))
+	if err != nil {
+		t.Fatalf("%s %s: %v", tool, args, err)
+	}
+	return res
+}
+
+// savedFile returns the path the marker of text names for the whole output.
+var savedFileRE = regexp.MustCompile(`(?:whole output is in|output is saved in) (\S+?)[:,]`)
+
+// TestLongOutputHeadAndTail: `seq 1 200000` showed lines 1–6221 and lost the tail; its saved
+// "full output" held 11,455 lines (bash) or was capped at 1 MiB (run_command). Now the result
+// shows the start and the end, the marker says how much is left out, and the file holds it
+// all.
+func TestLongOutputHeadAndTail(t *testing.T) {
+	sb := newSandbox(t)
+	kit := toolkit.ForSandbox(sb)
+	for _, tc := range []struct{ tool, args string }{
+		{"run_command", `{"command":"seq 1 200000"}`},
+		{"bash", `{"command":"seq 1 200000"}`},
+	} {
+		t.Run(tc.tool, func(t *testing.T) {
+			res := call(t, kit, tc.tool, tc.args)
+			if res.IsError {
+				t.Fatalf("error result: %s", res.Text)
+			}
+			lines := strings.Split(res.Text, "\n")
+			if !strings.Contains(res.Text, "\n1\n2\n3\n") {
+				t.Errorf("the start of the output is not shown:\n%.300s", res.Text)
+			}
+			if last := lines[len(lines)-1]; last != "200000" {
+				t.Errorf("the last line shown is %q, want 200000 (the end of the output)", last)
+			}
+			m := regexp.MustCompile(`\[… ([0-9,]+) lines \(([0-9.]+ [KM]B)\) omitted; the whole output is in (\S+): read_file`).FindStringSubmatch(res.Text)
+			if m == nil {
+				t.Fatalf("no marker saying how many lines are omitted and where the whole output is:\n%s", markerLines(res.Text))
+			}
+			omitted, _ := strconv.Atoi(strings.ReplaceAll(m[1], ",", ""))
+			shown := 0
+			for _, l := range lines {
+				if _, err := strconv.Atoi(l); err == nil {
+					shown++
+				}
+			}
+			if shown+omitted != 200000 {
+				t.Errorf("%d lines shown + %d said omitted = %d, want 200000", shown, omitted, shown+omitted)
+			}
+			wc, err := sb.Commands.Run(context.Background(), sandbox.Command{Args: []string{"sh", "-c", "wc -l < " + m[3] + " && tail -n 1 " + m[3]}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Fields(wc.Stdout); len(got) != 2 || got[0] != "200000" || got[1] != "200000" {
+				t.Errorf("the saved file %s: wc -l and last line %q, want 200000 lines ending in 200000", m[3], wc.Stdout)
+			}
+			t.Logf("%s: %d bytes shown, about %d tokens (bytes/4); marker: %s", tc.tool, len(res.Text), (len(res.Text)+3)/4, markerLines(res.Text))
+		})
+	}
+}
+
+func markerLines(text string) string {
+	var out []string
+	for _, l := range strings.Split(text, "\n") {
+		if strings.HasPrefix(l, "[…") {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// TestShortOutputLeavesNoFile: output shown whole needs no saved copy.
+func TestShortOutputLeavesNoFile(t *testing.T) {
+	sb := newSandbox(t)
+	kit := toolkit.ForSandbox(sb)
+	call(t, kit, "run_command", `{"command":"echo hi"}`)
+	call(t, kit, "bash", `{"command":"echo hi"}`)
+	g, err := sb.Files.Glob(context.Background(), "**/*.txt", ".sandboxkit")
+	if err == nil && len(g.Paths) > 0 {
+		t.Errorf("files left for output shown whole: %v", g.Paths)
+	}
+}
+
+// TestSavedOutputCapIsSaid: when even the file was cut, the marker says so.
+func TestSavedOutputCapIsSaid(t *testing.T) {
+	sb := newSandbox(t)
+	kit := toolkit.ForSandbox(sb, toolkit.SavedOutputLimit(100_000))
+	for _, tool := range []string{"run_command", "bash"} {
+		res := call(t, kit, tool, `{"command":"seq 1 200000"}`)
+		if !strings.Contains(res.Text, "it holds only the start") {
+			t.Errorf("%s: the marker does not say the saved file was cut:\n%s", tool, markerLines(res.Text))
+		}
+		if !strings.HasSuffix(res.Text, "\n200000") {
+			t.Errorf("%s: the end of the output is not shown", tool)
+		}
+	}
+}
+
+func TestPythonDisplayAndResultInOrder(t *testing.T) {
+	sb := newSandbox(t)
+	requirePython(t, sb)
+	kit := toolkit.ForSandbox(sb)
+	for _, tc := range []struct{ code, want string }{
+		{"display('DISP-ONE'); 'RES-TWO'", "--- display ---\n'DISP-ONE'\n--- result ---\n'RES-TWO'"},
+		{"display('DISP-ONE'); print('PRINTED'); 'RES-TWO'", "--- display ---\n'DISP-ONE'\n--- stdout ---\nPRINTED\n--- result ---\n'RES-TWO'"},
+		{"print('a'); display('D'); print('b')", "--- stdout ---\na\n--- display ---\n'D'\n--- stdout ---\nb"},
+	} {
+		code, _ := json.Marshal(tc.code)
+		res := call(t, kit, "run_python", `{"code":`+string(code)+`}`)
+		if !strings.Contains(res.Text, tc.want) {
+			t.Errorf("%s:\n%s\nwant, in this order:\n%s", tc.code, res.Text, tc.want)
+		}
+	}
+}
+
+func TestPythonNewContextIsCreated(t *testing.T) {
+	sb := newSandbox(t)
+	requirePython(t, sb)
+	kit := toolkit.ForSandbox(sb)
+	call(t, kit, "run_python", `{"code":"x = 1"}`)
+	res := call(t, kit, "run_python", `{"code":"'x' in dir()","context_id":"second"}`)
+	if res.IsError || !strings.Contains(res.Text, "context: second (new") || !strings.Contains(res.Text, "False") {
+		t.Fatalf("a new context_id: %s", res.Text)
+	}
+	res = call(t, kit, "run_python", `{"code":"y = 2; y","context_id":"second"}`)
+	if res.IsError || strings.Contains(res.Text, "(new") {
+		t.Fatalf("the second call in the context: %s", res.Text)
+	}
+	info := call(t, kit, "sandbox_info", `{}`)
+	if !regexp.MustCompile(`python contexts: default \(1 run\), second \(2 runs\); at most \d+`).MatchString(info.Text) {
+		t.Errorf("sandbox_info does not list the contexts:\n%s", info.Text)
+	}
+	// At the limit, the error names the contexts to reuse.
+	for i := 0; i < sandbox.MaxPythonContexts; i++ {
+		res = call(t, kit, "run_python", fmt.Sprintf(`{"code":"1","context_id":"c%d"}`, i))
+		if res.IsError {
+			break
+		}
+	}
+	if !res.IsError || !strings.Contains(res.Text, "default, second, c0") && !strings.Contains(res.Text, "c0, c1") || !strings.Contains(res.Text, "pass one of them as context_id") {
+		t.Errorf("past the limit: %s", res.Text)
+	}
+}
+
+func requirePython(t *testing.T, sb *sandbox.Sandbox) {
+	t.Helper()
+	if !sb.Info().PythonAvailable {
+		sandboxtest.Unavailable(t, "python", "python3 is not installed here")
+	}
+}

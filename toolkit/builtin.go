@@ -74,6 +74,7 @@ type builtins struct {
 	// bashFiles maps a shell id to the file of its last command's whole output, shown with
 	// later results of the same command (input, wait).
 	bashFiles map[string]string
+	jobFiles  map[string]string // job id -> the file of its whole output
 	saved   atomic.Int64
 }
 
@@ -100,7 +101,7 @@ func (errNoSandbox) Fatal() bool   { return true }
 // IsError result that still carries the partial output, so the model cannot mistake it for a
 // finished run.
 func ForSandbox(sb *sandbox.Sandbox, opts ...BuiltinOption) *Toolkit {
-	b := &builtins{sb: sb, cfg: builtinConfig{outputLimit: DefaultShownOutput, readLimit: 30000, savedLimit: DefaultSavedOutput, outputDir: ".sandboxkit/outputs"}, cursors: map[string]int64{}, shells: map[string]string{}, bashFiles: map[string]string{}}
+	b := &builtins{sb: sb, cfg: builtinConfig{outputLimit: DefaultShownOutput, readLimit: 30000, savedLimit: DefaultSavedOutput, outputDir: ".sandboxkit/outputs"}, cursors: map[string]int64{}, shells: map[string]string{}, bashFiles: map[string]string{}, jobFiles: map[string]string{}}
 	for _, o := range opts {
 		o(&b.cfg)
 	}

@@ -169,11 +169,17 @@ func (b *builtins) startBackground(ctx context.Context, in startIn) (textOut, er
 	if err := b.check(); err != nil {
 		return textOut{}, err
 	}
-	j, err := b.sb.Commands.Start(ctx, sandbox.Command{Shell: in.Command, Dir: in.Cwd})
+	// The agent keeps the job's whole output in the file; its ring buffer, which
+	// read_background_output reads, keeps only the recent part.
+	rel, abs := b.outputPath("job")
+	j, err := b.sb.Commands.Start(ctx, sandbox.Command{Shell: in.Command, Dir: in.Cwd, OutputFile: rel, OutputFileLimit: b.cfg.savedLimit})
 	if err != nil {
 		return textOut{}, modelErr(err)
 	}
-	return textOut{fmt.Sprintf("started job %s; read its output with read_background_output, stop it with stop_background", j.ID)}, nil
+	b.mu.Lock()
+	b.jobFiles[j.ID] = abs
+	b.mu.Unlock()
+	return textOut{fmt.Sprintf("started job %s; read its output with read_background_output, stop it with stop_background; its whole output is kept in %s", j.ID, abs)}, nil
 }
 
 func (b *builtins) readBackground(ctx context.Context, in readJobIn) (textOut, error) {
@@ -182,6 +188,7 @@ func (b *builtins) readBackground(ctx context.Context, in readJobIn) (textOut, e
 	}
 	b.mu.Lock()
 	since := b.cursors[in.JobID]
+	file := b.jobFiles[in.JobID]
 	b.mu.Unlock()
 	if in.FromStart {
 		since = 0
@@ -190,22 +197,27 @@ func (b *builtins) readBackground(ctx context.Context, in readJobIn) (textOut, e
 	if err != nil {
 		return textOut{}, modelErr(err)
 	}
-	body, omitted := Truncate(o.Data, b.cfg.outputLimit)
-	next := o.Next - int64(omitted)
 	b.mu.Lock()
-	b.cursors[in.JobID] = next
+	b.cursors[in.JobID] = o.Next
 	b.mu.Unlock()
-	fields := []Field{{Name: in.JobID, Value: statusText(o.Status)}}
+	s := Section{Name: "output"}
+	s.Body, s.Tail, s.Omitted, s.OmittedLines = TruncateMiddle(o.Data, b.cfg.outputLimit)
 	if o.Dropped > 0 {
-		fields = append(fields, Field{Name: "dropped", Value: fmt.Sprintf("%d older bytes were overwritten before being read", o.Dropped)})
+		// Bytes the ring buffer no longer held: their lines are not known here.
+		s.Omitted += int(o.Dropped)
+		s.OmittedLines = 0
 	}
-	if omitted > 0 {
-		fields = append(fields, Field{Name: "unread", Value: fmt.Sprintf("%d bytes; call read_background_output again for them", omitted)})
+	if s.Omitted > 0 {
+		s.FileNote = fileNote(o.Status.OutputFileCut, o.Status.OutputFileError)
+		if file != "" && (o.Status.OutputFileBytes > 0 || s.FileNote == "") {
+			s.FullPath = file
+		}
 	}
-	if body == "" {
+	fields := []Field{{Name: in.JobID, Value: statusText(o.Status)}}
+	if o.Data == "" && o.Dropped == 0 {
 		return textOut{Render(fields) + "\n(no new output)"}, nil
 	}
-	return textOut{Render(fields, Section{Name: "output", Body: body, Omitted: omitted})}, nil
+	return textOut{Render(fields, s)}, nil
 }
 
 func (b *builtins) stopBackground(ctx context.Context, in jobIn) (textOut, error) {

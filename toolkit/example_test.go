@@ -37,16 +37,17 @@ func ExampleNew() {
 }
 
 func ExampleRender() {
-	stdout, omitted := toolkit.Truncate("line 1\nline 2\nline 3\n", 14)
+	head, tail, omitted, lines := toolkit.TruncateMiddle("line 1\nline 2\nline 3\nline 4\nline 5\n", 21)
 	fmt.Println(toolkit.Render(
 		[]toolkit.Field{{Name: "exit code", Value: "0"}},
-		toolkit.Section{Name: "stdout", Body: stdout, Omitted: omitted, FullPath: "/workspace/.out/1.txt"},
+		toolkit.Section{Name: "stdout", Body: head, Tail: tail, Omitted: omitted, OmittedLines: lines, FullPath: "/workspace/.out/1.txt"},
 		toolkit.Section{Name: "stderr"},
 	))
 	// Output:
 	// exit code: 0
 	// --- stdout ---
 	// line 1
-	// line 2
-	// [truncated: 7 more bytes not shown; full output in /workspace/.out/1.txt]
+	// [… 2 lines (14 bytes) omitted; the whole output is in /workspace/.out/1.txt: read_file with offset, or search_files …]
+	// line 4
+	// line 5
 }

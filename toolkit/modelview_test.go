@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sandboxkit/sandboxkit/sandbox"
 	"github.com/sandboxkit/sandboxkit/sandbox/sandboxtest"
@@ -164,5 +165,31 @@ func requirePython(t *testing.T, sb *sandbox.Sandbox) {
 	t.Helper()
 	if !sb.Info().PythonAvailable {
 		sandboxtest.Unavailable(t, "python", "python3 is not installed here")
+	}
+}
+
+func TestBackgroundJobLongOutput(t *testing.T) {
+	sb := newSandbox(t)
+	kit := toolkit.ForSandbox(sb)
+	call(t, kit, "start_background", `{"command":"seq 1 200000"}`)
+	var res toolkit.Result
+	deadline := time.Now().Add(time.Minute)
+	for {
+		res = call(t, kit, "read_background_output", `{"job_id":"job-1","from_start":true}`)
+		if strings.Contains(res.Text, "exited with code 0") || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !strings.HasSuffix(res.Text, "\n200000") {
+		t.Errorf("the end of the job's output is not shown:\n%s", markerLines(res.Text))
+	}
+	m := savedFileRE.FindStringSubmatch(res.Text)
+	if m == nil {
+		t.Fatalf("no file named for the whole output:\n%s", markerLines(res.Text))
+	}
+	wc, err := sb.Commands.Run(context.Background(), sandbox.Command{Args: []string{"wc", "-l", m[1]}})
+	if err != nil || !strings.HasPrefix(wc.Stdout, "200000 ") {
+		t.Errorf("the job's file %s: %q %v, want 200000 lines", m[1], wc.Stdout, err)
 	}
 }

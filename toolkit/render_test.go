@@ -40,17 +40,27 @@ func TestRender(t *testing.T) {
 			name:     "head kept: marker after, with where the rest is",
 			fields:   []Field{{"exit code", "0"}},
 			sections: []Section{{Name: "stdout", Body: "line 1\nline 2\n", Omitted: 4096, FullPath: "/workspace/.out/1.txt"}},
-			want:     "exit code: 0\n--- stdout ---\nline 1\nline 2\n[truncated: 4096 more bytes not shown; full output in /workspace/.out/1.txt]",
+			want:     "exit code: 0\n--- stdout ---\nline 1\nline 2\n[… 4.1 KB omitted; the whole output is in /workspace/.out/1.txt: read_file with offset, or search_files …]",
+		},
+		{
+			name:     "head and tail: the marker between, with lines, size and file",
+			sections: []Section{{Name: "output", Body: "1\n2\n", Tail: "199999\n200000\n", Omitted: 1_288_881, OmittedLines: 199_996, FullPath: "/w/1.txt"}},
+			want:     "--- output ---\n1\n2\n[… 199,996 lines (1.3 MB) omitted; the whole output is in /w/1.txt: read_file with offset, or search_files …]\n199999\n200000",
+		},
+		{
+			name:     "a cut file is said",
+			sections: []Section{{Name: "output", Body: "a\n", Tail: "z", Omitted: 5_000_000, FullPath: "/w/1.txt", FileNote: "it holds only the start"}},
+			want:     "--- output ---\na\n[… 5.0 MB omitted; the output is saved in /w/1.txt, but it holds only the start …]\nz",
 		},
 		{
 			name:     "tail kept: marker before",
 			sections: []Section{{Name: "stderr", Body: "fatal: x", Omitted: 10, KeptTail: true}},
-			want:     "--- stderr ---\n[truncated: the first 10 bytes are not shown]\nfatal: x",
+			want:     "--- stderr ---\n[… the first 10 bytes omitted …]\nfatal: x",
 		},
 		{
 			name:     "everything cut still shows the marker",
 			sections: []Section{{Name: "stdout", Omitted: 5}},
-			want:     "--- stdout ---\n[truncated: 5 more bytes not shown]",
+			want:     "--- stdout ---\n[… 5 bytes omitted …]",
 		},
 	}
 	for _, tt := range tests {
@@ -88,6 +98,30 @@ func TestTruncate(t *testing.T) {
 				t.Errorf("kept and omitted must add up to the input and kept must be valid UTF-8")
 			}
 		})
+	}
+}
+
+func TestTruncateMiddle(t *testing.T) {
+	var b strings.Builder
+	for i := 1; i <= 1000; i++ {
+		b.WriteString(strings.Repeat("é", i%5) + "\n")
+	}
+	in := b.String()
+	head, tail, omitted, lines := TruncateMiddle(in, 300)
+	if !strings.HasPrefix(in, head) || !strings.HasSuffix(in, tail) || len(head)+len(tail)+omitted != len(in) {
+		t.Fatalf("head %d + tail %d + omitted %d != %d, or not the real start and end", len(head), len(tail), omitted, len(in))
+	}
+	if len(head)+len(tail) > 300 || len(head) < 100 || len(tail) < 100 {
+		t.Errorf("kept head %d and tail %d of a 300 byte budget", len(head), len(tail))
+	}
+	if strings.Count(head, "\n")+strings.Count(tail, "\n")+lines != 1000 {
+		t.Errorf("lines do not add up: %d omitted", lines)
+	}
+	if !strings.HasSuffix(head, "\n") || !utf8.ValidString(tail) {
+		t.Errorf("head does not end a line or tail splits a character")
+	}
+	if h, tl, o, _ := TruncateMiddle("short", 10); h != "short" || tl != "" || o != 0 {
+		t.Errorf("short input was cut")
 	}
 }
 

@@ -48,7 +48,7 @@ type startIn struct {
 
 func (b *builtins) commandTools() []*Tool {
 	return []*Tool{
-		New("run_command", "Run a shell command in a fresh process and wait for it; no state (cd, variables) carries over to the next call. Shows exit code, stdout, stderr; of long output the start and the end are shown, and the whole output is saved to a file named in the marker. Killed at timeout_seconds; use start_background for servers and long jobs.", b.runCommand),
+		New("run_command", "Run a shell command in a fresh process and wait for it; no state (cd, variables) carries over to the next call. Shows exit code, stdout, stderr; of long output the start and the end are shown, and the whole output is saved to a file named in the marker. Killed at timeout_seconds; use start_background for servers and long jobs. Put temporary files in $TMPDIR or the workspace.", b.runCommand),
 		New("start_background", "Start a long-running command (server, watcher, long build) in the background and return its job_id at once.", b.startBackground),
 		New("read_background_output", "Read a background job's status and the output it printed since the last read.", b.readBackground, ReadOnly()),
 		New("stop_background", "Stop a background job and every process it started.", b.stopBackground),

@@ -11,22 +11,22 @@ import (
 )
 
 type readIn struct {
-	Path   string `json:"path"`
+	Path   string `json:"path" description:"file path, relative to the workspace"`
 	Offset int    `json:"offset,omitempty" description:"first line, 1-based"`
 	Limit  int    `json:"limit,omitempty" description:"lines, default 2000"`
 }
 
 type writeIn struct {
-	Path    string `json:"path"`
-	Content string `json:"content"`
-	Append  bool   `json:"append,omitempty"`
+	Path    string `json:"path" description:"file path, relative to the workspace"`
+	Content string `json:"content" description:"the whole text to write"`
+	Append  bool   `json:"append,omitempty" description:"add to the end instead of replacing"`
 }
 
 type editIn struct {
-	Path       string `json:"path"`
+	Path       string `json:"path" description:"file path, relative to the workspace"`
 	OldText    string `json:"old_text" description:"exact text to replace, unique unless replace_all"`
-	NewText    string `json:"new_text"`
-	ReplaceAll bool   `json:"replace_all,omitempty"`
+	NewText    string `json:"new_text" description:"replacement text"`
+	ReplaceAll bool   `json:"replace_all,omitempty" description:"replace every occurrence"`
 }
 
 type listIn struct {
@@ -36,30 +36,30 @@ type listIn struct {
 
 type searchIn struct {
 	Pattern    string `json:"pattern" description:"RE2 regex"`
-	Path       string `json:"path,omitempty"`
+	Path       string `json:"path,omitempty" description:"directory or file to search; default workspace"`
 	Glob       string `json:"glob,omitempty" description:"file filter, e.g. *.go"`
-	IgnoreCase bool   `json:"ignore_case,omitempty"`
+	IgnoreCase bool   `json:"ignore_case,omitempty" description:"match case-insensitively"`
 	MaxResults int    `json:"max_results,omitempty" description:"default 200"`
 }
 
 type findIn struct {
 	Pattern string `json:"pattern" description:"glob: *.py or src/**/*.go"`
-	Path    string `json:"path,omitempty"`
+	Path    string `json:"path,omitempty" description:"directory to search; default workspace"`
 }
 
 type moveIn struct {
-	Source      string `json:"source"`
-	Destination string `json:"destination"`
-	Overwrite   bool   `json:"overwrite,omitempty"`
+	Source      string `json:"source" description:"path to move"`
+	Destination string `json:"destination" description:"new path"`
+	Overwrite   bool   `json:"overwrite,omitempty" description:"replace an existing destination"`
 }
 
 type deleteIn struct {
-	Path      string `json:"path"`
+	Path      string `json:"path" description:"file or directory, relative to the workspace"`
 	Recursive bool   `json:"recursive,omitempty" description:"needed for a non-empty directory"`
 }
 
 type chmodIn struct {
-	Path string `json:"path"`
+	Path string `json:"path" description:"file or directory, relative to the workspace"`
 	Mode string `json:"mode" description:"octal, e.g. 755"`
 }
 
@@ -74,7 +74,7 @@ func (b *builtins) fileTools() []*Tool {
 		New("move_file", "Move or rename a file or directory.", b.moveFile, Destructive()),
 		New("delete_file", "Delete a file or directory.", b.deleteFile, Destructive()),
 		New("set_permissions", "Set a file's permission bits.", b.setPermissions, Destructive()),
-		New("sandbox_info", "Describe the sandbox: workspace, isolation, network, limits, tools present.", b.info, ReadOnly()),
+		New("sandbox_info", "Describe the sandbox: workspace, isolation, network, default and max timeouts, Python contexts, where temporary files go, tools present.", b.info, ReadOnly()),
 	}
 }
 

@@ -193,3 +193,30 @@ func TestBackgroundJobLongOutput(t *testing.T) {
 		t.Errorf("the job's file %s: %q %v, want 200000 lines", m[1], wc.Stdout, err)
 	}
 }
+
+// TestEveryArgumentIsDescribed: 17 of the 41 arguments had no description, and the timeouts
+// said "default 60" whatever the sandbox's timeout was.
+func TestEveryArgumentIsDescribed(t *testing.T) {
+	kit := toolkit.ForSandbox(nil)
+	n := 0
+	for _, tool := range kit.Tools() {
+		var schema struct {
+			Properties map[string]struct {
+				Description string `json:"description"`
+			} `json:"properties"`
+		}
+		if err := json.Unmarshal(tool.Schema(), &schema); err != nil {
+			t.Fatal(err)
+		}
+		for name, p := range schema.Properties {
+			n++
+			if strings.TrimSpace(p.Description) == "" {
+				t.Errorf("%s.%s has no description", tool.Name(), name)
+			}
+			if regexp.MustCompile(`default \d+ ?s?$|default 60`).MatchString(p.Description) && strings.Contains(name, "timeout") {
+				t.Errorf("%s.%s: %q names a fixed default; the sandbox's applies", tool.Name(), name, p.Description)
+			}
+		}
+	}
+	t.Logf("%d arguments, all described", n)
+}

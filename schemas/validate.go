@@ -67,10 +67,18 @@ type Problem struct {
 	want []string
 }
 
+// maxProblemsShown bounds the sentences Error joins: arguments with thousands of mistakes (a
+// model that sent a whole document as keys) make one readable error, not megabytes.
+const maxProblemsShown = 10
+
 func (e *ArgumentError) Error() string {
-	msgs := make([]string, len(e.Problems))
-	for i, p := range e.Problems {
+	n := min(len(e.Problems), maxProblemsShown)
+	msgs := make([]string, n, n+1)
+	for i, p := range e.Problems[:n] {
 		msgs[i] = p.Message
+	}
+	if more := len(e.Problems) - n; more > 0 {
+		msgs = append(msgs, fmt.Sprintf("and %d more problems", more))
 	}
 	return strings.Join(msgs, "; ")
 }
@@ -143,7 +151,7 @@ func decodeProblem(err error) *ArgumentError {
 		}}}
 	}
 	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-		return wholeProblem("unknown argument %s", name)
+		return wholeProblem("unknown argument %s", shorten(name))
 	}
 	return wholeProblem("arguments rejected: %s", strings.TrimPrefix(err.Error(), "json: "))
 }
@@ -346,13 +354,17 @@ func (v *Validator) leaves(e *jsonschema.ValidationError, inst any) []Problem {
 		allowed := v.propertyNames(e.SchemaURL)
 		var out []Problem
 		for _, name := range k.Properties {
-			p := joinPath(path, name)
+			// The name is the model's input, echoed back: bounded (a 10 MB key made a 10 MB
+			// error), and compared with the allowed names only when it could be a typo of one.
+			p := shorten(joinPath(path, name))
 			hint := "allowed: " + strings.Join(allowed, ", ")
 			if len(allowed) == 0 {
 				hint = "this object takes no arguments"
 			}
-			if near := closest(name, allowed); near != "" {
-				hint = fmt.Sprintf("did you mean %q? %s", near, hint)
+			if len(name) <= 64 {
+				if near := closest(name, allowed); near != "" {
+					hint = fmt.Sprintf("did you mean %q? %s", near, hint)
+				}
 			}
 			out = append(out, Problem{Path: p, Message: fmt.Sprintf("unknown argument %q (%s)", p, hint)})
 		}
@@ -495,7 +507,7 @@ func label(path string) string {
 	if path == "" {
 		return "arguments"
 	}
-	return fmt.Sprintf("argument %q", path)
+	return fmt.Sprintf("argument %q", shorten(path))
 }
 
 func joinPath(path, key string) string {

@@ -72,7 +72,17 @@ func (b *builtins) bash(ctx context.Context, in bashIn) (textOut, error) {
 	default:
 		res, err = sh.Wait(ctx, seconds(in.TimeoutSeconds))
 	}
-	if err != nil {
+	switch {
+	case err == nil:
+	case sandbox.CodeOf(err) == sandbox.CodeBusy:
+		// The session's message names its Go methods (Input, Wait); say it with bash's arguments.
+		return textOut{}, fmt.Errorf("SBX_BUSY: a command is still running in session %q: send input (text, or keys like C-c to interrupt it), call bash with neither command nor input to wait for it, or use another session_id", name)
+	case sandbox.CodeOf(err) == sandbox.CodeInvalidArgument:
+		if in.Input != "" && !sh.Info().Running {
+			return textOut{}, fmt.Errorf("no command is running in session %q, so there is nothing to send input to: run one with command", name)
+		}
+		return textOut{}, modelErr(err)
+	default:
 		return textOut{}, modelErr(err)
 	}
 	fields := []Field{{Name: "session", Value: name}}

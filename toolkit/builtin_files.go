@@ -124,6 +124,10 @@ func (b *builtins) writeFile(ctx context.Context, in writeIn) (textOut, error) {
 	} else {
 		err = b.sb.Files.Write(ctx, in.Path, []byte(in.Content), 0)
 	}
+	if sandbox.CodeOf(err) == sandbox.CodeTooLarge {
+		// The sandbox's message names its Go API (CopyIn); the model can only split the write.
+		return textOut{}, fmt.Errorf("content is %s, more than one write_file call takes: write the first part, then the rest in parts with append: true (or generate the file with run_command or run_python)", humanBytes(int64(len(in.Content))))
+	}
 	if err != nil {
 		return textOut{}, modelErr(err)
 	}

@@ -220,3 +220,35 @@ func TestEveryArgumentIsDescribed(t *testing.T) {
 	}
 	t.Logf("%d arguments, all described", n)
 }
+
+// TestMessagesSpeakInToolTerms: messages named Go APIs a model cannot call ("use CopyIn for
+// large files", "with Input, wait for it with Wait"), and an unknown 10 MB argument name came
+// back whole in the error.
+func TestMessagesSpeakInToolTerms(t *testing.T) {
+	sb := newSandbox(t)
+	kit := toolkit.ForSandbox(sb)
+	big, _ := json.Marshal(strings.Repeat("x", 9<<20))
+	res := call(t, kit, "write_file", `{"path":"big.txt","content":`+string(big)+`}`)
+	if !res.IsError || strings.Contains(res.Text, "CopyIn") || !strings.Contains(res.Text, "append: true") {
+		t.Errorf("write_file of 9 MB: %.300s", res.Text)
+	}
+	call(t, kit, "bash", `{"command":"sleep 30","timeout_seconds":1}`)
+	res = call(t, kit, "bash", `{"command":"echo again"}`)
+	if !res.IsError || regexp.MustCompile(`\bwith (Input|Wait)\b`).MatchString(res.Text) || !strings.Contains(res.Text, "send input") {
+		t.Errorf("bash while a command runs: %s", res.Text)
+	}
+	call(t, kit, "bash", `{"input":"C-c"}`)
+	key := strings.Repeat("k", 10<<20)
+	res = call(t, kit, "read_file", `{"path":"a","`+key+`":1}`)
+	if !res.IsError || len(res.Text) > 1000 || !strings.Contains(res.Text, "unknown argument") {
+		t.Errorf("an unknown 10 MB argument name: a %d byte error (%.200s), want a short one", len(res.Text), res.Text)
+	}
+	var keys []string
+	for i := 0; i < 5000; i++ {
+		keys = append(keys, fmt.Sprintf(`"k%d":1`, i))
+	}
+	res = call(t, kit, "read_file", `{"path":"a",`+strings.Join(keys, ",")+`}`)
+	if !res.IsError || len(res.Text) > 4000 {
+		t.Errorf("5000 unknown arguments: a %d byte error, want a short one", len(res.Text))
+	}
+}

@@ -75,7 +75,7 @@ type builtins struct {
 	// later results of the same command (input, wait).
 	bashFiles map[string]string
 	jobFiles  map[string]string // job id -> the file of its whole output
-	saved   atomic.Int64
+	saved     atomic.Int64
 }
 
 // errNoSandbox is returned when tools made with ForSandbox(nil) are called; it is fatal because

@@ -90,19 +90,21 @@ func (b *builtins) runPython(ctx context.Context, in pythonIn) (pythonOut, error
 		case pykernel.Stdout, pykernel.Stderr:
 			sections = append(sections, b.section(ctx, string(o.Kind), o.Text))
 		case pykernel.Display, pykernel.Result:
-			text := o.Plain()
+			image := false
 			for _, mime := range []string{"image/png", "image/jpeg"} {
 				if d, ok := o.Data[mime]; ok {
 					out.images = append(out.images, Image{MIMEType: mime, Data: d})
-					text = fmt.Sprintf("[image %d: %s] %s", len(out.images), mime, text)
+					image = true
 				}
 			}
 			name := "display"
 			if o.Kind == pykernel.Result {
 				name = "result"
 				out.Result = o.Plain()
+			} else if image {
+				continue // the picture itself follows the text; its repr ("<Figure ...>") says nothing
 			}
-			sections = append(sections, b.section(ctx, name, text))
+			sections = append(sections, b.section(ctx, name, o.Plain()))
 		}
 	}
 	if ex.Error != nil {

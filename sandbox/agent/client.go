@@ -128,7 +128,7 @@ func Dial(ctx context.Context, conn io.ReadWriteCloser, h Hello) (*Client, error
 		}
 		c := &Client{conn: conn, hello: r.rep, calls: map[uint32]*Call{}, dead: make(chan struct{}),
 			acks: map[uint32]int{}, awake: make(chan struct{}, 1)}
-		c.tunnel = newTunnel(c.send, tunnelAddr("egress proxy "+r.rep.Proxy))
+		c.tunnel = newTunnel(c.send, c.write, tunnelAddr("egress proxy "+r.rep.Proxy))
 		c.readers.Add(2)
 		go c.readLoop()
 		go c.ackLoop()

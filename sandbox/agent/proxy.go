@@ -15,10 +15,10 @@ import (
 // outside the boundary, because everything on this side is under the
 // control of the code the sandbox runs.
 
-// maxProxyConns bounds the connections the agent carries at once; further
+// MaxProxyConns bounds the connections the agent carries at once; further
 // connections wait in the kernel's accept queue. The host's own limit
-// (its policy's, answered with an HTTP error) is normally far lower.
-const maxProxyConns = maxTunnelConns / 2
+// (its policy's, answered with an HTTP error) must not be higher.
+const MaxProxyConns = maxTunnelConns * 3 / 4
 
 // proxy is the agent's listener for egress.
 type proxy struct {
@@ -36,7 +36,7 @@ func (s *server) listenProxy(addr string) (*proxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &proxy{l: l, tn: newTunnel(s.send, l.Addr()), slots: make(chan struct{}, maxProxyConns)}, nil
+	return &proxy{l: l, tn: newTunnel(s.send, s.write, l.Addr()), slots: make(chan struct{}, MaxProxyConns)}, nil
 }
 
 func (p *proxy) start() {

@@ -411,3 +411,23 @@ func FuzzCallInput(f *testing.F) {
 		}
 	})
 }
+
+// TestToolsPassTheToolkitsPolicy: the wrapped tools run through the toolkit, so its policy
+// decides their calls too (they called the tool directly before, past any policy).
+func TestToolsPassTheToolkitsPolicy(t *testing.T) {
+	ran := false
+	kit := toolkit.Of(toolkit.New("run_command", "Run a command.", func(ctx context.Context, in struct {
+		Command string `json:"command"`
+	}) (string, error) {
+		ran = true
+		return "ran", nil
+	}))
+	kit.SetPolicy(toolkit.DenyCommands("rm"))
+	out, err := langchaingo.Tools(kit)[0].Call(context.Background(), `{"command":"env rm -rf x"}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ran || !strings.Contains(out, `deny command "rm"`) {
+		t.Errorf("ran %v, observation %q; want a refusal naming the rule", ran, out)
+	}
+}

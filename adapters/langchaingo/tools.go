@@ -18,13 +18,14 @@ func Tools(tk *toolkit.Toolkit) []tools.Tool {
 	all := tk.Tools()
 	out := make([]tools.Tool, 0, len(all))
 	for _, t := range all {
-		out = append(out, newTool(t))
+		out = append(out, newTool(tk, t))
 	}
 	return out
 }
 
 // agentTool is one toolkit tool behind langchaingo's tools.Tool interface.
 type agentTool struct {
+	tk          *toolkit.Toolkit // calls go through it, so its policy decides them
 	t           *toolkit.Tool
 	description string
 	bareField   string // the one required string argument a bare input fills, or ""
@@ -33,10 +34,11 @@ type agentTool struct {
 
 var _ tools.Tool = (*agentTool)(nil)
 
-func newTool(t *toolkit.Tool) *agentTool {
+func newTool(tk *toolkit.Toolkit, t *toolkit.Tool) *agentTool {
 	s := parseSchema(t.Schema())
 	names, _ := s.props()
 	return &agentTool{
+		tk:          tk,
 		t:           t,
 		bareField:   s.bareField(),
 		fields:      strings.Join(names, ", "),
@@ -56,7 +58,7 @@ func (a *agentTool) Call(ctx context.Context, input string) (string, error) {
 	if problem != "" {
 		return fmt.Sprintf("invalid input for %s: %s. Send one JSON object with the fields %s.", a.t.Name(), problem, a.fields), nil
 	}
-	res, err := a.t.Call(ctx, args)
+	res, err := a.tk.Call(ctx, a.t.Name(), args)
 	if err != nil {
 		return "", err
 	}

@@ -92,7 +92,8 @@ type Approval struct {
 	// the toolkit. A call asked about by the default for undecidable commands is remembered
 	// only as that exact call.
 	Always bool
-	// Message, when not allowed, is shown to the model (e.g. what to do instead).
+	// Message, when not allowed, is shown to the model instead of "A person reviewing tool
+	// calls denied it." (e.g. who refused and what to do instead).
 	Message string
 }
 
@@ -351,9 +352,9 @@ func (g *policyGuard) check(ctx context.Context, tool string, args json.RawMessa
 			g.log(ctx, tool, args, Deny, "approver", why, "approval failed: "+err.Error())
 			return errorResult(denyText(p, tool, why, fmt.Sprintf("Asking a person for approval failed (%v), so it was not run.", err))), true, nil
 		case !ans.Allow:
-			msg := "A person reviewing tool calls denied it."
-			if ans.Message != "" {
-				msg += " " + ans.Message
+			msg := ans.Message
+			if msg == "" {
+				msg = "A person reviewing tool calls denied it."
 			}
 			g.log(ctx, tool, args, Deny, "approver", why, ans.Message)
 			return errorResult(denyText(p, tool, why, msg)), true, nil

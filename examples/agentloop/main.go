@@ -12,6 +12,12 @@
 // from the recorded one is flagged in the trace, since the recorded turns that follow were
 // written for the recorded result.
 //
+// --deny-command and --ask-command (repeatable) and --policy FILE set a tool-call policy
+// (toolkit.Policy): a refused call is answered to the model with the rule that refused it,
+// and a call the policy asks about is put to the person at the terminal, with the commands
+// it runs as the policy parsed them: allow once, always (the same rule for the rest of the
+// run), or deny. Without a terminal on stdin nobody can answer, and such calls are refused.
+//
 // Exit status: 0 when the model answered, 3 when the run stopped at a limit (steps, tokens,
 // context window) or the model refused, 4 when a replay ran to its end but some tool results
 // differed from the recording, 130 when interrupted, 2 for bad flags, 1 for other failures.
@@ -69,6 +75,7 @@ type options struct {
 	maxSteps, maxTokens    int
 	contextWindow          int
 	color                  string
+	policy                 policyFlags
 }
 
 func main() {
@@ -92,6 +99,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.maxTokens, "max-tokens", 0, "token budget for the run, prompt and completion together (0: none)")
 	fs.IntVar(&o.contextWindow, "context-window", 128000, "the model's context window in tokens; old tool outputs are shortened to stay inside it")
 	fs.StringVar(&o.color, "color", "auto", `colour the trace: "auto" (on a terminal, unless NO_COLOR is set), "always" or "never"`)
+	fs.StringVar(&o.policy.file, "policy", "", "decide tool calls by the rules in this YAML or JSON file; calls it asks about are asked on the terminal")
+	fs.Var(&o.policy.deny, "deny-command", "refuse every run of this command `pattern` (e.g. rm, \"git push\"; repeatable)")
+	fs.Var(&o.policy.ask, "ask-command", "ask on the terminal before running this command `pattern` (e.g. \"pip install *\"; repeatable)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: agentloop [flags] \"task\"\n       agentloop --replay FILE\n\nflags:\n")
 		fs.PrintDefaults()
@@ -177,6 +187,11 @@ func agent(ctx context.Context, o options, task string, tr *tracer) (int, error)
 	if err != nil {
 		return exitUsage, err
 	}
+	policy, err := o.policy.policy(newTerminalApprover(os.Stdin, tr).ask)
+	if err != nil {
+		closeBackend()
+		return exitUsage, err
+	}
 	defer closeBackend()
 	var transcript *os.File
 	if o.transcript != "" {
@@ -198,6 +213,7 @@ func agent(ctx context.Context, o options, task string, tr *tracer) (int, error)
 	defer sb.Close()
 	ws := sb.Info().HostWorkspace
 	a.Tools = toolkit.ForSandbox(sb)
+	a.Tools.SetPolicy(policy)
 	if rt != nil {
 		if missing := missingTools(a.Tools, rt); missing != "" {
 			tr.warn(missing)

@@ -467,7 +467,7 @@ func (p *Policy) describe(f *finding) string {
 	case "rule":
 		return fmt.Sprintf("rule %s matched %s", p.rules[f.rule], f.subject)
 	case "default":
-		return fmt.Sprintf("the policy's default for commands it cannot check (%s), not a rule, decided %s: %s", p.undecidable, f.subject, f.reason)
+		return fmt.Sprintf("not a rule but the policy's default for commands it cannot check (%s) decided: %s — %s", p.undecidable, f.subject, f.reason)
 	case "unmatched":
 		return fmt.Sprintf("no rule allows %s, and the policy's default for such commands is %s", f.subject, p.unmatched)
 	}

@@ -19,6 +19,7 @@ type sandboxFlags struct {
 	workspace   string
 	network     bool
 	allowWeaker string
+	owner       string
 }
 
 const sandboxFlagsHelp = `Isolation: by default a sandbox gets the namespace tier or stronger, or is
@@ -30,6 +31,9 @@ func (f *sandboxFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.backend, "backend", "local", "where sandboxes run: `local` (this machine) or docker://IMAGE (a container per sandbox)")
 	fs.StringVar(&f.workspace, "workspace", "", "use this existing host `dir` as the workspace (kept afterwards; shared by every sandbox); default: a fresh temporary directory per sandbox, removed when it closes")
 	fs.BoolVar(&f.network, "allow-network", false, "give sandboxes network access (shares the host's network); default: no network, enforced by the kernel")
+	// Labels the Docker containers (and audit events) of this program's
+	// sandboxes, so that `sandboxkit gc --owner` can tell programs apart.
+	fs.StringVar(&f.owner, "owner", "sandboxkit-"+strings.TrimPrefix(fs.Name(), "sandboxkit "), "label this program's sandboxes with `name` (Docker containers, audit events), for 'sandboxkit gc --owner'")
 	fs.StringVar(&f.allowWeaker, "allow-weaker", "", "comma-separated `tiers` weaker than namespace to accept when nothing better is available: landlock, process")
 }
 
@@ -66,6 +70,9 @@ func (f *sandboxFlags) options() (opts []sandbox.Option, closeBackend func(), er
 	}
 	if f.network {
 		opts = append(opts, sandbox.WithNetwork())
+	}
+	if f.owner != "" {
+		opts = append(opts, sandbox.WithOwner(f.owner))
 	}
 	tiers, err := parseTiers(f.allowWeaker)
 	if err != nil {

@@ -9,7 +9,7 @@
 //	sandboxkit run [flags] -- CMD [ARG...] run one command in a fresh sandbox
 //	sandboxkit doctor                      what this machine can enforce
 //	sandboxkit demo                        a guided tour, step by step
-//	sandboxkit gc                          remove leftover sandboxes
+//	sandboxkit gc [--owner NAME] [--all]   remove sandboxes their programs left behind
 //
 // Exit codes are stable for scripts: 0 success, 1 failure, 2 usage error;
 // `run` exits with the command's own code (see `sandboxkit run --help`).

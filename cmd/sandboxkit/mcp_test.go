@@ -848,6 +848,11 @@ func TestMCPDockerBackend(t *testing.T) {
 	if out, err := exec.Command("docker", "inspect", "--format", "{{.State.Running}}", container).CombinedOutput(); err != nil || strings.TrimSpace(string(out)) != "true" {
 		t.Fatalf("container %s of the session is not running: %v %s", container, err, out)
 	}
+	// Labelled with the server's owner, so `sandboxkit gc --owner` finds
+	// the server's sandboxes and no other program's.
+	if out, err := exec.Command("docker", "inspect", "--format", `{{index .Config.Labels "sandboxkit.owner"}}`, container).CombinedOutput(); err != nil || strings.TrimSpace(string(out)) != "sandboxkit-mcp" {
+		t.Errorf("container %s has owner label %q (%v), want sandboxkit-mcp", container, bytes.TrimSpace(out), err)
+	}
 	if err := c.Close(); err != nil {
 		t.Fatalf("closing the client: %v\nstderr:\n%s", err, srv.log)
 	}

@@ -119,8 +119,10 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 }
 
 func runGC(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("gc", "[--older-than DURATION]", "Remove what sandboxes left behind: temporary workspaces of local sandboxes whose\nprogram no longer runs (e.g. it was killed with SIGKILL before it could close them;\ntheir processes died with it), their cgroups, the ownership of workspaces a root\nprogram gave to sandbox uids (every file back to its owner), and Docker containers\nlabelled sandboxkit=1.\n\nA container does not say whether the program that made it still runs: gc removes\nthe sandboxes of running programs too (e.g. a 'sandboxkit mcp --backend docker'\nserver's), unless --older-than spares the recent ones. An unreachable Docker engine\nis reported on stderr, not as a failure.", stdout)
-	olderThan := fs.Duration("older-than", 0, "remove only containers created at least this long ago (e.g. 24h)")
+	fs := newFlags("gc", "[--owner NAME] [--older-than DURATION] [--all]", "Remove what sandboxes left behind by programs that are gone (e.g. killed with SIGKILL\nbefore they could close them): temporary workspaces of local sandboxes, their cgroups,\nthe ownership of workspaces a root program gave to sandbox uids (every file back to\nits owner), and Docker containers labelled sandboxkit=1.\n\nEvery container records the machine and process that made it, and gc removes only\nthose whose process no longer runs: the sandboxes of running programs (such as a\n'sandboxkit mcp --backend docker' server's) and of other machines sharing the\nengine are listed as kept, with the reason. --owner limits gc to the sandboxes of one\nowner (sandbox.WithOwner; 'sandboxkit mcp' and 'run' label theirs with --owner).\n--all also removes the kept ones. An unreachable Docker engine is reported on\nstderr, not as a failure.", stdout)
+	olderThan := fs.Duration("older-than", 0, "remove only what was created at least this long ago (e.g. 24h)")
+	owner := fs.String("owner", "", "remove only the Docker sandboxes of this `owner`")
+	all := fs.Bool("all", false, "also remove Docker sandboxes whose creator still runs, runs on another machine, or is unknown: this kills sandboxes in use")
 	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
@@ -129,18 +131,31 @@ func runGC(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	workspaces, localErr := local.GC(*olderThan)
+	var workspaces []string
+	var localErr error
+	if *owner == "" {
+		// Local workspaces and cgroups carry no owner: an owner's gc
+		// leaves them.
+		workspaces, localErr = local.GC(*olderThan)
+	}
 	for _, p := range workspaces {
 		fmt.Fprintln(stdout, "removed workspace", p)
 	}
-	hostLines, hostErr := local.GCHost()
+	var hostLines []string
+	if *owner == "" {
+		var hostErr error
+		hostLines, hostErr = local.GCHost()
+		localErr = errors.Join(localErr, hostErr)
+	}
 	for _, l := range hostLines {
 		fmt.Fprintln(stdout, l)
 	}
-	localErr = errors.Join(localErr, hostErr)
-	containers, err := docker.GC(ctx, docker.GCOptions{OlderThan: *olderThan})
-	for _, n := range containers {
+	rep, err := docker.GC(ctx, docker.GCOptions{Owner: *owner, OlderThan: *olderThan, All: *all})
+	for _, n := range rep.Removed {
 		fmt.Fprintln(stdout, "removed container", n)
+	}
+	for _, k := range rep.Kept {
+		fmt.Fprintf(stdout, "kept container %s (owner %q): %s\n", k.Name, k.Owner, k.Reason)
 	}
 	if docker.IsUnreachable(err) {
 		fmt.Fprintln(stderr, "gc: no Docker engine reachable, no containers checked:", err)
@@ -149,8 +164,10 @@ func runGC(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := errors.Join(localErr, err); err != nil {
 		return err
 	}
-	if len(workspaces)+len(containers) == 0 {
+	if len(workspaces)+len(hostLines)+len(rep.Removed)+len(rep.Kept) == 0 {
 		fmt.Fprintln(stdout, "nothing to clean")
+	} else if len(rep.Kept) > 0 {
+		fmt.Fprintln(stdout, "kept containers are in use or not this machine's to judge; --all removes them too")
 	}
 	return nil
 }

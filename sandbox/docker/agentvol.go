@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -52,8 +53,12 @@ func (d *Driver) agentVolume(ctx context.Context, image string, a *agentBin) (st
 			}
 		}
 	}
+	// The helper carries its creator like a sandbox, so that GC removes
+	// one left by a crash and not one in use.
+	helperLabels := d.creator().labels()
+	maps.Copy(helperLabels, labels)
 	helper, err := d.cli.ContainerCreate(ctx, &container.Config{
-		Image: image, Entrypoint: []string{agentPath}, Labels: map[string]string{LabelSandboxkit: "1", LabelAgent: a.sum},
+		Image: image, Entrypoint: []string{agentPath}, Labels: helperLabels,
 	}, &container.HostConfig{
 		NetworkMode: "none",
 		Mounts:      []mount.Mount{{Type: mount.TypeVolume, Source: name, Target: agentDir}},

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"slices"
 	"strconv"
@@ -21,6 +22,7 @@ import (
 	"github.com/docker/docker/api/types/mount"
 	"github.com/docker/docker/pkg/stdcopy"
 
+	"github.com/sandboxkit/sandboxkit/sandbox/agent"
 	"github.com/sandboxkit/sandboxkit/sandbox/driver"
 )
 
@@ -41,6 +43,7 @@ type Container struct {
 	iso   driver.Isolation
 	conn  *stream
 	limit int64 // memory limit, for messages
+	pids  int64 // the container's pids limit (0: none), for messages
 
 	done    chan struct{}
 	cancel  context.CancelFunc // stops the watchers
@@ -48,6 +51,7 @@ type Container struct {
 	mu      sync.Mutex
 	exitErr error
 	oom     bool
+	killSig string // the signal of the engine's last kill event, "" if none
 	paused  bool
 
 	closeOnce sync.Once
@@ -98,24 +102,28 @@ func (d *Driver) launch(ctx context.Context, p *plan, f *engineFacts, imageID st
 
 	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	c := &Container{d: d, id: id, name: p.name, done: make(chan struct{}), cancel: cancel, limit: p.cfg.Limits.MemoryBytes}
+	if hc.PidsLimit != nil {
+		c.pids = *hc.PidsLimit
+	}
 	defer func() {
 		if err != nil {
 			cancel()
 			c.wg.Wait()
 		}
 	}()
-	// The wait and the OOM watch are registered before the start so no
-	// exit or OOM can be missed.
+	// The wait and the event watch are registered before the start so no
+	// exit, OOM or kill can be missed: they are how a death is explained.
 	waitC, waitErrC := d.cli.ContainerWait(wctx, id, container.WaitConditionNextExit)
 	evC, evErrC := d.cli.Events(wctx, events.ListOptions{Filters: filters.NewArgs(
 		filters.Arg("type", string(events.ContainerEventType)),
 		filters.Arg("container", id),
 		filters.Arg("event", string(events.ActionOOM)),
+		filters.Arg("event", string(events.ActionKill)),
 	)})
 	// Both watchers start now: an unread ContainerWait result would block
 	// the client library's goroutine forever.
 	c.wg.Add(2)
-	go c.watchOOM(evC, evErrC)
+	go c.watchEvents(evC, evErrC)
 	go c.watchExit(waitC, waitErrC)
 	hj, err := d.cli.ContainerAttach(context.WithoutCancel(ctx), id, container.AttachOptions{
 		Stream: true, Stdin: true, Stdout: true, Stderr: true,
@@ -123,7 +131,7 @@ func (d *Driver) launch(ctx context.Context, p *plan, f *engineFacts, imageID st
 	if err != nil {
 		return nil, d.engineError("attaching to the sandbox container", err)
 	}
-	c.setConn(newStream(hj, &c.wg))
+	c.setConn(newStream(hj, &c.wg, c.streamEnd))
 	if err := d.cli.ContainerStart(ctx, id, container.StartOptions{}); err != nil {
 		c.conn.Close()
 		if strings.Contains(err.Error(), agentPath) && strings.Contains(err.Error(), "no such file") {
@@ -155,12 +163,13 @@ func (d *Driver) startError(p *plan, err error) error {
 // sandbox container. Each setting names what it prevents.
 func containerSpec(p *plan, ag *agentBin, agentVol string) (*container.Config, *container.HostConfig) {
 	lim := p.cfg.Limits
-	labels := map[string]string{
+	labels := p.creator.labels()
+	maps.Copy(labels, map[string]string{
 		LabelSandboxkit: "1",
 		LabelID:         p.cfg.ID,
 		LabelOwner:      p.cfg.Owner,
 		LabelCreated:    time.Now().UTC().Format(time.RFC3339),
-	}
+	})
 	cfg := &container.Config{
 		Image:    p.image,
 		Hostname: "sandbox",
@@ -229,7 +238,14 @@ func containerSpec(p *plan, ag *agentBin, agentVol string) (*container.Config, *
 		hc.MemorySwap = lim.MemoryBytes // no swap on top
 	}
 	if lim.Pids > 0 {
-		n := int64(lim.Pids)
+		// The pids cgroup counts threads, the agent's included, and the
+		// Go runtime aborts when it cannot make one: a fork bomb that
+		// filled a limit of exactly Pids killed the agent, PID 1, and the
+		// container with the user's workspace (5 of 8 runs of the escape
+		// suite's ForkBomb probe). The agent makes its threads before it
+		// starts any process (agent.ServeStdio), inside a reserve added on
+		// top of the commands' limit.
+		n := int64(lim.Pids) + agentTaskReserve
 		hc.PidsLimit = &n
 	}
 	hc.NanoCPUs = p.nanoCPUs
@@ -244,6 +260,11 @@ func containerSpec(p *plan, ag *agentBin, agentVol string) (*container.Config, *
 }
 
 func boolPtr(b bool) *bool { return &b }
+
+// agentTaskReserve is added to the commands' pids limit for the agent's
+// own threads (agent.StdioTaskReserve); a variable only so that a test can
+// take it away and show what a starved agent's death looks like.
+var agentTaskReserve int64 = agent.StdioTaskReserve
 
 // checkHostWorkspace makes sure the sandbox user can write the host
 // directory it gets, so the failure is clear now rather than on first write.
@@ -361,7 +382,7 @@ func (d *Driver) isolation(p *plan, f *engineFacts, id, imageID string, ag *agen
 		// namespace with it, and the engine auto-removes the container.
 		ctl("lifetime", true, "container removed on Close (pid namespace killed); agent exits when its stream closes; auto-remove"),
 		ctl("memory", lim.MemoryBytes > 0, "cgroup memory limit without swap (docker --memory)"),
-		ctl("pids", lim.Pids > 0, "cgroup pids limit (docker --pids-limit)"),
+		ctl("pids", lim.Pids > 0, fmt.Sprintf("cgroup pids limit (docker --pids-limit %d: Limits.Pids plus %d tasks reserved for the agent's threads)", int64(lim.Pids)+agentTaskReserve, agentTaskReserve)),
 		ctl("cpu", lim.CPUSeconds > 0, "RLIMIT_CPU per process, set by the agent on each child"),
 		ctl("file_size", lim.FileSizeBytes > 0, "RLIMIT_FSIZE per process, set by the agent on each child"),
 		ctl("open_files", lim.OpenFiles > 0, "RLIMIT_NOFILE (docker ulimit nofile)"),
@@ -377,8 +398,10 @@ func (d *Driver) isolation(p *plan, f *engineFacts, id, imageID string, ag *agen
 	}
 	gaps = append(gaps, "files in the tmpfs /tmp, /workspace and /dev/shm count against the memory limit")
 	if lim.Pids > 0 {
-		// The engine's pids cgroup counts threads, the agent's included.
-		gaps = append(gaps, "the pids limit counts the agent's own threads (about ten) as well as the sandbox's processes")
+		// One pids cgroup for the container (the agent has no way to make
+		// a child cgroup for its commands: the engine mounts the cgroup
+		// file system read-only and the container has no capabilities).
+		gaps = append(gaps, fmt.Sprintf("the container's pids limit is shared with the agent: commands may also use the part of its %d-task reserve that its threads leave free", agent.StdioTaskReserve))
 	}
 	if p.cfg.Workspace == "" {
 		gaps = append(gaps, "the workspace is a tmpfs inside the container: copy results out before Close")
@@ -567,9 +590,9 @@ func (c *Container) watchExit(waitC <-chan container.WaitResponse, errC <-chan e
 		}
 	case werr = <-errC:
 	}
-	// Give the OOM event a moment to arrive: the engine sends it around
-	// the same time as the exit.
-	if code == 137 && c.limit > 0 {
+	// Give the OOM or kill event a moment to arrive: the engine sends it
+	// around the same time as the exit.
+	if code == 137 {
 		time.Sleep(50 * time.Millisecond)
 	}
 	c.mu.Lock()
@@ -587,39 +610,120 @@ func (c *Container) setConn(s *stream) {
 	c.mu.Unlock()
 }
 
-// deathError runs with c.mu held.
+// deathError says why the container died, from what the engine and the
+// agent told: the OOM event, the agent's last words on stderr (the Go
+// runtime names a thread it could not create), the engine's kill event,
+// the exit status. It runs with c.mu held.
 func (c *Container) deathError(code int64, werr error) error {
-	tail := ""
+	head, tail := "", ""
 	if c.conn != nil {
-		tail = c.conn.stderrTail()
+		head, tail = c.conn.stderrHead(), c.conn.stderrTail()
 	}
 	detail := ""
-	if tail != "" {
-		detail = "; agent said: " + tail
+	if cause := crashCause(head); cause != "" {
+		detail = "; agent said: " + cause
+	} else if tail != "" {
+		detail = "; agent said: " + lastLines(tail, 3)
 	}
 	switch {
 	case c.oom:
 		return driver.Errorf(CodeDead, werr, fmt.Sprintf(
 			"the sandbox container was killed by the OOM killer (memory limit %d bytes, tmpfs files included); raise Limits.MemoryBytes or use less memory, then create a new sandbox%s",
 			c.limit, detail))
+	case threadExhaustion(head):
+		limit := "no pids limit"
+		if c.pids > 0 {
+			limit = fmt.Sprintf("pids limit %d tasks, threads included", c.pids)
+		}
+		return driver.Errorf(CodeDead, werr, fmt.Sprintf(
+			"the sandbox's agent died: it could not create a thread because the container's tasks were exhausted (%s), most likely by a fork bomb or too many processes; lower the commands' process count or raise Limits.Pids, then create a new sandbox%s",
+			limit, detail))
+	case c.killSig != "":
+		return driver.Errorf(CodeDead, werr, fmt.Sprintf(
+			"the sandbox container was killed through the Docker engine (signal %s: docker kill, docker stop, docker rm -f or the engine shutting down); create a new sandbox%s",
+			c.killSig, detail))
 	case code == 137:
-		return driver.Errorf(CodeDead, werr, "the sandbox container was killed (SIGKILL, e.g. docker kill or the CPU-time limit); create a new sandbox"+detail)
+		return driver.Errorf(CodeDead, werr, "the sandbox container was killed by SIGKILL from outside the engine (e.g. kill -9 of its process on the engine's machine); create a new sandbox"+detail)
 	case code >= 0:
 		return driver.Errorf(CodeDead, werr, "the sandbox container exited with status "+strconv.FormatInt(code, 10)+"; create a new sandbox"+detail)
 	}
 	return driver.Errorf(CodeDead, werr, "lost track of the sandbox container; create a new sandbox"+detail)
 }
 
-func (c *Container) watchOOM(evC <-chan events.Message, errC <-chan error) {
+// threadExhaustion recognises the Go runtime's last words when it cannot
+// create an OS thread (pure Go: newosproc; with cgo: pthread_create).
+func threadExhaustion(stderr string) bool {
+	return strings.Contains(stderr, "failed to create new OS thread") ||
+		strings.Contains(stderr, "pthread_create failed") ||
+		strings.Contains(stderr, "newosproc")
+}
+
+// crashCause returns the Go runtime's report of a fatal error in the
+// agent's stderr (the lines from "fatal error:" or "runtime:" up to the
+// stack dump), or "".
+func crashCause(stderr string) string {
+	i := strings.Index(stderr, "runtime: ")
+	if j := strings.Index(stderr, "fatal error: "); i < 0 || j >= 0 && j < i {
+		i = j
+	}
+	if i < 0 {
+		return ""
+	}
+	s := stderr[i:]
+	for _, end := range []string{"\n\nruntime stack:", "\n\ngoroutine ", "\ngoroutine "} {
+		if k := strings.Index(s, end); k >= 0 {
+			s = s[:k]
+		}
+	}
+	return lastLines(strings.TrimSpace(s), 4)
+}
+
+// lastLines returns the last n lines of s, joined on one line.
+func lastLines(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, " / ")
+}
+
+// streamEnd is the error the agent's stream ends with: once the container
+// has died, the reason it died, so that a call cut short by the death
+// (and every later one) carries the cause instead of a bare "the agent is
+// gone". A stream that ends otherwise (Close, or no death seen in time)
+// ends with io.EOF.
+func (c *Container) streamEnd() error {
+	select {
+	case <-c.done:
+	case <-time.After(5 * time.Second):
+		return io.EOF
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.exitErr == nil || c.exitErr == errClosed {
+		return io.EOF
+	}
+	return c.exitErr
+}
+
+func (c *Container) watchEvents(evC <-chan events.Message, errC <-chan error) {
 	defer c.wg.Done()
 	for {
 		select {
-		case _, ok := <-evC:
+		case ev, ok := <-evC:
 			if !ok {
 				return
 			}
 			c.mu.Lock()
-			c.oom = true
+			switch ev.Action {
+			case events.ActionOOM:
+				c.oom = true
+			case events.ActionKill:
+				c.killSig = ev.Actor.Attributes["signal"]
+				if c.killSig == "" {
+					c.killSig = "unknown"
+				}
+			}
 			c.mu.Unlock()
 		case <-errC:
 			return
@@ -634,12 +738,21 @@ type stream struct {
 	once sync.Once
 
 	mu   sync.Mutex
+	head []byte // first bytes the agent wrote to stderr
 	tail []byte // last bytes the agent wrote to stderr
 }
 
-const stderrTailBytes = 2 << 10
+// The agent writes to stderr only its own diagnostics, so the head holds
+// the cause of a crash (the Go runtime prints it first, then a goroutine
+// dump of many KiB), and the tail its last words.
+const (
+	stderrHeadBytes = 4 << 10
+	stderrTailBytes = 2 << 10
+)
 
-func newStream(hj types.HijackedResponse, wg *sync.WaitGroup) *stream {
+// newStream reads the attach connection in the background; end gives the
+// error the stream's reader sees once the connection has ended.
+func newStream(hj types.HijackedResponse, wg *sync.WaitGroup, end func() error) *stream {
 	pr, pw := io.Pipe()
 	s := &stream{hj: hj, pr: pr}
 	wg.Add(1)
@@ -649,7 +762,7 @@ func newStream(hj types.HijackedResponse, wg *sync.WaitGroup) *stream {
 		// (no tty); stdout is the protocol, stderr the agent's log.
 		_, err := stdcopy.StdCopy(pw, tailWriter{s}, hj.Reader)
 		if err == nil {
-			err = io.EOF
+			err = end()
 		}
 		pw.CloseWithError(err)
 	}()
@@ -675,11 +788,20 @@ func (s *stream) stderrTail() string {
 	return strings.TrimSpace(string(s.tail))
 }
 
+func (s *stream) stderrHead() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return strings.TrimSpace(string(s.head))
+}
+
 type tailWriter struct{ s *stream }
 
 func (w tailWriter) Write(p []byte) (int, error) {
 	w.s.mu.Lock()
 	defer w.s.mu.Unlock()
+	if n := min(len(p), stderrHeadBytes-len(w.s.head)); n > 0 {
+		w.s.head = append(w.s.head, p[:n]...)
+	}
 	w.s.tail = append(w.s.tail, p...)
 	if len(w.s.tail) > stderrTailBytes {
 		w.s.tail = append([]byte(nil), w.s.tail[len(w.s.tail)-stderrTailBytes:]...)

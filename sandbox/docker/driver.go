@@ -122,6 +122,18 @@ type Driver struct {
 	engine  *engineFacts    // nil until the engine answered once
 	volumes map[string]bool // agent volumes known to be filled
 	volMu   sync.Mutex      // serialises filling agent volumes
+
+	// as overrides the creator recorded on containers (tests: a process
+	// that is gone, another machine); nil means this process.
+	as *identity
+}
+
+// creator is the identity recorded on the containers this driver makes.
+func (d *Driver) creator() identity {
+	if d.as != nil {
+		return *d.as
+	}
+	return creator()
 }
 
 // engineFacts are what the backend learns from the engine once.
@@ -233,6 +245,7 @@ type plan struct {
 	nanoCPUs int64
 	tier     driver.Tier
 	seccomp  string // JSON profile sent with the container, "" for the engine's default
+	creator  identity
 }
 
 var (
@@ -244,7 +257,7 @@ var (
 // so that bad input fails before anything is created on the engine.
 func (d *Driver) resolve(cfg driver.Config) (*plan, error) {
 	p := &plan{cfg: cfg, image: d.s.image, runtime: d.s.runtime, pull: d.s.pull,
-		user: d.s.user, agent: d.s.agentPath}
+		user: d.s.user, agent: d.s.agentPath, creator: d.creator()}
 	cpus := d.s.cpus
 	for k, v := range cfg.Options {
 		switch k {

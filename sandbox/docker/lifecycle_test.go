@@ -3,11 +3,13 @@ package docker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandboxkit/sandboxkit/sandbox/agent"
 	"github.com/sandboxkit/sandboxkit/sandbox/driver"
 )
 
@@ -133,8 +136,8 @@ func TestKilledContainerIsReportedDead(t *testing.T) {
 	}
 	waitDone(t, s.c, 10*time.Second)
 	err := s.c.Err()
-	if codeOf(err) != CodeDead || !strings.Contains(err.Error(), "killed") {
-		t.Errorf("Err = %v, want code %s saying it was killed", err, CodeDead)
+	if codeOf(err) != CodeDead || !strings.Contains(err.Error(), "killed through the Docker engine (signal 9") {
+		t.Errorf("Err = %v, want code %s saying the engine killed it with signal 9", err, CodeDead)
 	}
 	if err := s.c.Resume(context.Background()); codeOf(err) != CodeDead {
 		t.Errorf("Resume of a dead container = %v, want code %s", err, CodeDead)
@@ -185,29 +188,84 @@ func TestClosingAPausedSandboxRemovesIt(t *testing.T) {
 	}
 }
 
-func TestGCRemovesLeftoverContainers(t *testing.T) {
-	d := newTestDriver(t)
-	owner := "gc-test-" + randID()
-	left := start(t, d, driver.Config{ID: "gc-" + randID(), Owner: owner})
-	kept := start(t, d, driver.Config{ID: "gckeep-" + randID()})
-
-	removed, err := GC(testCtx(t), GCOptions{Owner: owner, OlderThan: time.Hour})
-	if err != nil || len(removed) != 0 {
-		t.Fatalf("GC with OlderThan an hour removed %v (err %v), want nothing", removed, err)
+// goneIdentity returns the identity of a process of this machine that ran
+// and is gone: what a program killed with SIGKILL leaves on its containers.
+func goneIdentity(t *testing.T) identity {
+	t.Helper()
+	cmd := exec.Command("sleep", "60")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
 	}
-	removed, err = GC(testCtx(t), GCOptions{Owner: owner})
+	id := identify(cmd.Process.Pid)
+	cmd.Process.Kill()
+	cmd.Wait()
+	if id.start == "" || procStart(id.pid) != "" {
+		t.Fatalf("could not record a gone process: %+v", id)
+	}
+	return id
+}
+
+// Two programs share an engine, each with its own owner, and each has
+// live sandboxes and leftovers of a killed predecessor. GC by owner removes
+// only that owner's leftovers; the live sandboxes of both, and a sandbox
+// made on another machine, stay until GC is told to take everything.
+func TestGCRemovesOnlyLeftoversOfItsOwner(t *testing.T) {
+	d := newTestDriver(t)
+	gone := goneIdentity(t)
+	dGone := newTestDriver(t)
+	dGone.as = &gone
+	elsewhere := identity{host: "another-machine", boot: "b", pid: os.Getpid(), start: procStart(os.Getpid())}
+	dElse := newTestDriver(t)
+	dElse.as = &elsewhere
+
+	a, b := "gc-a-"+randID(), "gc-b-"+randID()
+	liveA := start(t, d, driver.Config{ID: "gc-live-a-" + randID(), Owner: a})
+	liveB := start(t, d, driver.Config{ID: "gc-live-b-" + randID(), Owner: b})
+	leftA := start(t, dGone, driver.Config{ID: "gc-left-a-" + randID(), Owner: a})
+	leftB := start(t, dGone, driver.Config{ID: "gc-left-b-" + randID(), Owner: b})
+	otherA := start(t, dElse, driver.Config{ID: "gc-else-a-" + randID(), Owner: a})
+	name := func(s *started) string { return s.c.iso.Extra["container_name"] }
+
+	rep, err := GC(testCtx(t), GCOptions{Owner: a, OlderThan: time.Hour})
+	if err != nil || len(rep.Removed) != 0 {
+		t.Fatalf("GC with OlderThan an hour removed %v (err %v), want nothing", rep.Removed, err)
+	}
+	rep, err = GC(testCtx(t), GCOptions{Owner: a})
 	if err != nil {
 		t.Fatalf("GC: %v", err)
 	}
-	if len(removed) != 1 || removed[0] != "sandboxkit-"+left.c.iso.Extra["container_name"][len("sandboxkit-"):] {
-		t.Fatalf("GC removed %v, want only %s", removed, left.c.iso.Extra["container_name"])
+	if !slices.Equal(rep.Removed, []string{name(leftA)}) {
+		t.Fatalf("GC --owner %s removed %v, want only its leftover %s", a, rep.Removed, name(leftA))
 	}
-	waitDone(t, left.c, 10*time.Second)
-	if inspectGone(t, d, kept.c.ID()) {
-		t.Fatal("GC removed a container of another owner")
+	kept := map[string]string{}
+	for _, k := range rep.Kept {
+		kept[k.Name] = k.Reason
 	}
-	if _, code := kept.run(t, "true"); code != 0 {
-		t.Error("the other owner's sandbox stopped working")
+	if !strings.Contains(kept[name(liveA)], "still runs") || !strings.Contains(kept[name(otherA)], "another machine") || len(kept) != 2 {
+		t.Errorf("GC kept %v; want %s (creator runs) and %s (another machine) with their reasons", kept, name(liveA), name(otherA))
+	}
+	waitDone(t, leftA.c, 10*time.Second)
+	for _, s := range []*started{liveA, liveB, leftB, otherA} {
+		if _, code := s.run(t, "true"); code != 0 {
+			t.Errorf("sandbox %s stopped working after GC of owner %s", name(s), a)
+		}
+	}
+
+	rep, err = GC(testCtx(t), GCOptions{Owner: b})
+	if err != nil || !slices.Equal(rep.Removed, []string{name(leftB)}) {
+		t.Fatalf("GC --owner %s removed %v (err %v), want only %s", b, rep.Removed, err, name(leftB))
+	}
+	waitDone(t, leftB.c, 10*time.Second)
+
+	rep, err = GC(testCtx(t), GCOptions{Owner: a, All: true})
+	slices.Sort(rep.Removed)
+	want := []string{name(liveA), name(otherA)}
+	slices.Sort(want)
+	if err != nil || !slices.Equal(rep.Removed, want) {
+		t.Fatalf("GC --owner %s --all removed %v (err %v), want %v", a, rep.Removed, err, want)
+	}
+	if _, code := liveB.run(t, "true"); code != 0 {
+		t.Error("owner b's live sandbox stopped working after GC --all of owner a")
 	}
 }
 
@@ -434,5 +492,41 @@ func TestOOMKilledContainerSaysSo(t *testing.T) {
 	err := s.c.Err()
 	if codeOf(err) != CodeDead || !strings.Contains(err.Error(), "OOM killer") || !strings.Contains(err.Error(), "MemoryBytes") {
 		t.Fatalf("Err = %v, want code %s naming the OOM killer and the memory limit", err, CodeDead)
+	}
+}
+
+// Without its reserve the agent cannot make its threads under a small pids
+// limit, and the Go runtime aborts it: the real death of a fork bomb's
+// victim, made certain. The sandbox's error must name that cause, not
+// merely say the agent is gone.
+func TestAgentStarvedOfThreadsSaysSo(t *testing.T) {
+	d := newTestDriver(t)
+	saved := agentTaskReserve
+	agentTaskReserve = 0
+	t.Cleanup(func() { agentTaskReserve = saved })
+	inst, err := d.Start(testCtx(t), driver.Config{ID: "starved-" + randID(), Owner: "sandboxkit-docker-test", Limits: driver.Limits{Pids: 6}})
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	c := inst.(*Container)
+	t.Cleanup(func() { c.Close(context.Background()) })
+	// The agent dies warming its threads, during or right after the
+	// handshake; either way the stream ends with the cause.
+	cl, err := agent.Dial(testCtx(t), c.Conn(), agent.Hello{Workspace: workspacePath, Env: []string{"PATH=/usr/bin:/bin"}})
+	if err == nil {
+		defer cl.Close()
+		select {
+		case <-cl.Done():
+			err = cl.Err()
+		case <-time.After(20 * time.Second):
+			t.Fatal("the agent lived 20 s with 6 tasks for its threads; the test no longer starves it")
+		}
+	}
+	waitDone(t, c, 20*time.Second)
+	t.Logf("Container.Err: %v", c.Err())
+	for what, got := range map[string]error{"Container.Err": c.Err(), "the agent stream's error": err} {
+		if msg := fmt.Sprint(got); !strings.Contains(msg, "could not create a thread") || !strings.Contains(msg, "pids limit 6") {
+			t.Errorf("%s = %v; want it to name thread exhaustion under the pids limit of 6", what, got)
+		}
 	}
 }

@@ -139,6 +139,46 @@ func TestEscape(t *testing.T) {
 	})
 }
 
+// A sandbox that dies takes its cause to the caller: a command cut short
+// by the death, and every later call, say what killed the container
+// rather than only that its agent is gone.
+func TestDeathCauseReachesTheCaller(t *testing.T) {
+	sb := newSandbox(t)
+	id := sb.Info().Extra["container_id"]
+	d := testDriver(t)
+	cli, err := d.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	job, err := sb.Commands.Start(ctx, sandbox.Command{Shell: "sleep 60"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := make(chan error, 1)
+	go func() {
+		_, err := sb.Commands.Run(ctx, sandbox.Command{Shell: "sleep 60"})
+		run <- err
+	}()
+	time.Sleep(300 * time.Millisecond)
+	if err := cli.ContainerKill(ctx, id, "KILL"); err != nil {
+		t.Fatal(err)
+	}
+	const want = "killed through the Docker engine"
+	if err := <-run; !errors.Is(err, sandbox.ErrDead) || !strings.Contains(err.Error(), want) {
+		t.Errorf("the command in flight got %v; want %s naming the cause (%q)", err, sandbox.CodeDead, want)
+	}
+	if _, err := job.Wait(ctx); !errors.Is(err, sandbox.ErrDead) || !strings.Contains(err.Error(), want) {
+		t.Errorf("the background job got %v; want %s naming the cause", err, sandbox.CodeDead)
+	}
+	_, err = sb.Files.Read(ctx, "x", sandbox.ReadOptions{})
+	if !errors.Is(err, sandbox.ErrDead) || !strings.Contains(err.Error(), want) {
+		t.Errorf("a later call got %v; want %s naming the cause", err, sandbox.CodeDead)
+	}
+	t.Logf("after the kill: %v", err)
+}
+
 // TestEngineErrorsThroughThePublicAPI checks what a user of sandbox.New
 // sees when the engine is stopped or the image is missing: a coded error
 // to branch on, with a message that says what to do.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sandboxkit/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandboxkit/sandbox/local"
 	"github.com/sandboxkit/sandboxkit/sandbox/sandboxtest"
 	"github.com/sandboxkit/sandboxkit/toolkit"
 )
@@ -250,5 +251,39 @@ func TestMessagesSpeakInToolTerms(t *testing.T) {
 	res = call(t, kit, "read_file", `{"path":"a",`+strings.Join(keys, ",")+`}`)
 	if !res.IsError || len(res.Text) > 4000 {
 		t.Errorf("5000 unknown arguments: a %d byte error, want a short one", len(res.Text))
+	}
+}
+
+// TestSandboxInfoSaysTheTiersLimits: on the landlock tier /tmp is not writable and host
+// processes are visible, and sandbox_info said neither; a model wrote to /tmp, failed, and
+// guessed.
+func TestSandboxInfoSaysTheTiersLimits(t *testing.T) {
+	sb, err := sandbox.New(context.Background(), sandbox.WithDriver(local.New(local.WithTier(sandbox.TierLandlock))), sandbox.AllowWeaker(sandbox.TierLandlock))
+	if err != nil {
+		sandboxtest.Unavailable(t, "landlock", err.Error())
+	}
+	t.Cleanup(func() { sb.Close() })
+	kit := toolkit.ForSandbox(sb)
+	info := call(t, kit, "sandbox_info", `{}`).Text
+	if !strings.Contains(info, "temporary files: /tmp is not writable here: use $TMPDIR") || !strings.Contains(info, "processes: ps and /proc show host processes") {
+		t.Errorf("sandbox_info on the landlock tier does not say where temporary files go and what is visible:\n%s", info)
+	}
+	// What it says is what holds.
+	res := call(t, kit, "run_command", `{"command":"echo ok > /tmp/sbx-probe.txt"}`)
+	if strings.Contains(res.Text, "exit code: 0") {
+		t.Errorf("/tmp was writable after all: %s", res.Text)
+	}
+	res = call(t, kit, "run_command", `{"command":"echo ok > $TMPDIR/probe.txt && cat $TMPDIR/probe.txt"}`)
+	if !strings.Contains(res.Text, "exit code: 0") {
+		t.Errorf("$TMPDIR is not writable: %s", res.Text)
+	}
+	// The namespace tier has a private /tmp and pid namespace: no such lines.
+	ns, err := sandbox.New(context.Background())
+	if err != nil {
+		sandboxtest.Unavailable(t, "namespace", err.Error())
+	}
+	defer ns.Close()
+	if info := call(t, toolkit.ForSandbox(ns), "sandbox_info", `{}`).Text; strings.Contains(info, "temporary files:") || strings.Contains(info, "processes:") {
+		t.Errorf("the namespace tier reports limits it does not have:\n%s", info)
 	}
 }

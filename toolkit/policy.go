@@ -331,10 +331,13 @@ func (g *policyGuard) check(ctx context.Context, tool string, args json.RawMessa
 		}
 	}
 
-	decision, why := g.decide(found)
+	decision, why, always := g.decide(found)
 	by := "no rule"
-	if why != nil {
+	switch {
+	case why != nil:
 		by = why.by
+	case always:
+		by = "approver" // an earlier "always"
 	}
 	if decision == Ask {
 		var req ApprovalRequest
@@ -416,23 +419,21 @@ func (p *Policy) decideCommand(c shellscan.Command) []finding {
 }
 
 // decide returns the strongest decision among the findings and the finding that made it.
-// Asks already approved "always" count as allowed.
-func (g *policyGuard) decide(found []finding) (Decision, *finding) {
-	decision := Allow
-	var why *finding
+// Asks already approved "always" count as allowed, and always reports that one did.
+func (g *policyGuard) decide(found []finding) (decision Decision, why *finding, always bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	for i := range found {
 		f := &found[i]
 		d := f.decision
 		if d == Ask && g.always[alwaysKey("", *f)] {
-			d = Allow
+			d, always = Allow, true
 		}
 		if d > decision || why == nil && d == decision && d != Allow {
 			decision, why = d, f
 		}
 	}
-	return decision, why
+	return decision, why, always
 }
 
 // request builds what the approver is shown, and returns the first finding that asks.

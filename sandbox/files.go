@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/sandboxkit/sandboxkit/sandbox/agent"
@@ -46,6 +49,10 @@ type FileContent struct {
 	More  bool
 	// Truncated says MaxBytes cut the content.
 	Truncated bool
+	// InvalidUTF8 says Data (of a file not reported Binary) is not valid
+	// UTF-8. Data holds the bytes as they are; a text view of them (a
+	// string in JSON, the read_file tool) shows each bad byte as U+FFFD.
+	InvalidUTF8 bool
 }
 
 // Entry describes one file or directory.
@@ -119,6 +126,9 @@ func (f *Files) do(ctx context.Context, op, agentOp, sum string, args, out any) 
 		err = checkPaths(op, requestPaths(args)...)
 	}
 	if err == nil {
+		err = checkNewNames(op, createdPaths(agentOp, args)...)
+	}
+	if err == nil {
 		err = wrapErr(op, f.sb.client.Do(ctx, agentOp, args, out))
 	}
 	f.sb.auditEvent(ctx, op, sum, start, err)
@@ -134,7 +144,8 @@ func (f *Files) Read(ctx context.Context, path string, opt ReadOptions) (*FileCo
 	if err := f.do(ctx, "Files.Read", "fs.read", path, agent.FSReadRequest{Path: path, Offset: opt.Offset, Limit: opt.Limit, MaxBytes: opt.MaxBytes}, &rep); err != nil {
 		return nil, err
 	}
-	return &FileContent{Data: rep.Data, Size: rep.Size, Binary: rep.Binary, Lines: rep.Lines, More: rep.More, Truncated: rep.Truncated}, nil
+	return &FileContent{Data: rep.Data, Size: rep.Size, Binary: rep.Binary, Lines: rep.Lines, More: rep.More, Truncated: rep.Truncated,
+		InvalidUTF8: !rep.Binary && !utf8.Valid(rep.Data)}, nil
 }
 
 // ReadFile returns a whole file's bytes (binary or not).
@@ -280,6 +291,9 @@ func (f *Files) copyIn(ctx context.Context, dir string, tarStream io.Reader) err
 	if err := checkPaths(op, dir); err != nil {
 		return err
 	}
+	if err := checkNewNames(op, dir); err != nil {
+		return err
+	}
 	call, err := f.sb.client.Start("fs.copyin", agent.FSPathRequest{Path: dir}, agent.Handlers{})
 	if err != nil {
 		return wrapErr(op, err)
@@ -416,14 +430,78 @@ func requestPaths(args any) []string {
 	return nil
 }
 
+// createdPaths returns the paths a file request may create.
+func createdPaths(agentOp string, args any) []string {
+	switch a := args.(type) {
+	case agent.FSWriteRequest:
+		return []string{a.Path}
+	case agent.FSPathRequest:
+		if agentOp == "fs.mkdir" {
+			return []string{a.Path}
+		}
+	case agent.FSMoveRequest:
+		return []string{a.To}
+	}
+	return nil
+}
+
+// Limits of Linux file systems (NAME_MAX, PATH_MAX), checked before a
+// request leaves the host so that a name too long is a clear argument
+// error on every backend (it was SBX_INTERNAL with a 10 KB message).
+const (
+	maxNameBytes = 255
+	maxPathBytes = 4095
+)
+
 // checkPaths refuses paths that are not valid UTF-8 before they reach the
 // JSON protocol, which would replace the bad bytes with U+FFFD and so name
-// a different file than the caller meant.
+// a different file than the caller meant, and paths longer than a file
+// system takes. Messages show long paths cut short.
 func checkPaths(op string, paths ...string) error {
 	for _, p := range paths {
 		if !utf8.ValidString(p) {
-			return newError(CodeInvalidArgument, op, "path %q is not valid UTF-8: name files with text, or rename the file from a command", p)
+			return newError(CodeInvalidArgument, op, "path %s is not valid UTF-8: name files with text, or rename the file from a command", shortPath(p))
+		}
+		if len(p) > maxPathBytes {
+			return newError(CodeInvalidArgument, op, "path %s is %d bytes long, over the limit of %d: use a shorter path", shortPath(p), len(p), maxPathBytes)
+		}
+		for _, name := range strings.Split(p, "/") {
+			if len(name) > maxNameBytes {
+				return newError(CodeInvalidArgument, op, "the name %s in path %s is %d bytes long, over the limit of %d bytes for one file or directory name: use a shorter name", shortPath(name), shortPath(p), len(name), maxNameBytes)
+			}
 		}
 	}
 	return nil
+}
+
+// checkNewNames refuses to create a path holding a control character: a
+// name with a newline reads as two names in every listing (list_files
+// printed it as two entries), and one with escape sequences can rewrite
+// a terminal that shows it. Existing files with such names (a command can
+// make them) can still be read, moved away and removed.
+func checkNewNames(op string, paths ...string) error {
+	for _, p := range paths {
+		for i, r := range p {
+			if unicode.IsControl(r) {
+				return newError(CodeInvalidArgument, op, "path %s has a control character (%U at byte %d): file names may not contain newlines, tabs or other control characters; choose another name", shortPath(p), r, i)
+			}
+		}
+	}
+	return nil
+}
+
+// shortPath quotes p for a message, cut in the middle when it is long.
+func shortPath(p string) string {
+	const keep = 60
+	if len(p) <= 2*keep {
+		return strconv.Quote(p)
+	}
+	head, tail := p[:keep], p[len(p)-keep:]
+	for len(head) > 0 && !utf8.ValidString(head) {
+		head = head[:len(head)-1]
+	}
+	for len(tail) > 0 && !utf8.ValidString(tail) {
+		tail = tail[1:]
+	}
+	return strconv.Quote(head) + "…" + strconv.Quote(tail)
 }

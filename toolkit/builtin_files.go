@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"strconv"
 	"strings"
+	"unicode"
 
 	"github.com/sandboxkit/sandboxkit/sandbox"
 )
@@ -109,6 +110,9 @@ func (b *builtins) readFile(ctx context.Context, in readIn) (textOut, error) {
 		last := first + c.Lines - 1
 		text = strings.TrimSuffix(text, "\n") + fmt.Sprintf("\n[showing lines %d-%d; the file continues: read_file with offset %d]", first, last, last+1)
 	}
+	if c.InvalidUTF8 {
+		text = strings.TrimSuffix(text, "\n") + "\n[these lines are not valid UTF-8: each invalid byte is shown as \uFFFD; use run_command (xxd, iconv) to see the bytes]"
+	}
 	return textOut{strings.TrimSuffix(text, "\n")}, nil
 }
 
@@ -160,15 +164,15 @@ func (b *builtins) listFiles(ctx context.Context, in listIn) (textOut, error) {
 	for _, e := range l.Entries {
 		switch e.Type {
 		case "dir":
-			sb.WriteString(e.Path + "/\n")
+			sb.WriteString(shownName(e.Path) + "/\n")
 		case "symlink":
-			sb.WriteString(e.Path + " -> " + e.Target + "\n")
+			sb.WriteString(shownName(e.Path) + " -> " + shownName(e.Target) + "\n")
 		default:
 			mark := ""
 			if e.Mode&0o111 != 0 {
 				mark = "*"
 			}
-			fmt.Fprintf(&sb, "%s%s  %d\n", e.Path, mark, e.Size)
+			fmt.Fprintf(&sb, "%s%s  %d\n", shownName(e.Path), mark, e.Size)
 		}
 	}
 	text, omitted := Truncate(sb.String(), b.cfg.readLimit)
@@ -198,12 +202,16 @@ func (b *builtins) searchFiles(ctx context.Context, in searchIn) (textOut, error
 		return textOut{fmt.Sprintf("no matches (%s searched)", plural(r.Files, "file"))}, nil
 	}
 	var sb strings.Builder
+	invalid := 0
 	for _, m := range r.Matches {
 		line, cut := Truncate(m.Text, 300)
 		if cut > 0 {
 			line += "…"
 		}
-		fmt.Fprintf(&sb, "%s:%d:%s\n", m.Path, m.Line, strings.TrimRight(line, "\r\n"))
+		if m.InvalidUTF8 {
+			invalid++
+		}
+		fmt.Fprintf(&sb, "%s:%d:%s\n", shownName(m.Path), m.Line, strings.TrimRight(line, "\r\n"))
 	}
 	text, omitted := Truncate(sb.String(), b.cfg.readLimit)
 	if r.Truncated || omitted > 0 {
@@ -211,6 +219,9 @@ func (b *builtins) searchFiles(ctx context.Context, in searchIn) (textOut, error
 	}
 	if r.SkippedBinary > 0 {
 		text += fmt.Sprintf("[%s matched too (not shown)]\n", plural(r.SkippedBinary, "binary file"))
+	}
+	if invalid > 0 {
+		text += fmt.Sprintf("[%s of these are not valid UTF-8: each invalid byte is shown as \uFFFD]\n", plural(invalid, "line"))
 	}
 	return textOut{strings.TrimSuffix(text, "\n")}, nil
 }
@@ -226,7 +237,11 @@ func (b *builtins) findFiles(ctx context.Context, in findIn) (textOut, error) {
 	if len(g.Paths) == 0 {
 		return textOut{fmt.Sprintf("no files match %q", in.Pattern)}, nil
 	}
-	text, omitted := Truncate(strings.Join(g.Paths, "\n")+"\n", b.cfg.readLimit)
+	shown := make([]string, len(g.Paths))
+	for i, p := range g.Paths {
+		shown[i] = shownName(p)
+	}
+	text, omitted := Truncate(strings.Join(shown, "\n")+"\n", b.cfg.readLimit)
 	if g.Truncated || omitted > 0 {
 		text += "[more files not shown: narrow the pattern or path]"
 	}
@@ -348,4 +363,14 @@ func networkState(i sandbox.Info) string {
 		}
 	}
 	return "NOT blocked (no control reported)"
+}
+
+// shownName is a path as a model reads it in a listing: as it is, or
+// quoted with escapes when it holds a control character (a name with a
+// newline, which a command can make, would read as two entries).
+func shownName(p string) string {
+	if strings.ContainsFunc(p, unicode.IsControl) {
+		return strconv.Quote(p)
+	}
+	return p
 }

@@ -76,6 +76,16 @@ func TestBuiltinToolsAsAModelCallsThem(t *testing.T) {
 		{"bash command and input", "bash", `{"command":"ls","input":"x"}`, []string{"command or input, not both"}, true},
 		{"info", "sandbox_info", `{}`, []string{"isolation: ", "network: off", "command timeout: 1m0s default"}, false},
 		{"unknown job", "read_background_output", `{"job_id":"job-999"}`, []string{"SBX_NOT_FOUND"}, true},
+		// A name with a newline (a command can make one) is listed as one
+		// quoted entry, not two; the tools refuse to make one.
+		{"newline name from a command", "run_command", `{"command":"mkdir odd && printf x > \"odd/$(printf 'new\\nline.txt')\""}`, []string{"exit code: 0"}, false},
+		{"newline name listed once, escaped", "list_files", `{"path":"odd"}`, []string{`"odd/new\nline.txt"  1`}, false},
+		{"newline name found once, escaped", "find_files", `{"pattern":"new*"}`, []string{`"odd/new\nline.txt"`}, false},
+		{"newline name refused", "write_file", `{"path":"odd/a\nb.txt","content":"x"}`, []string{"SBX_INVALID_ARGUMENT", "control character"}, true},
+		// Text that is not valid UTF-8 says so.
+		{"latin-1 file", "run_command", `{"command":"printf 'caf\\351\\n' > odd/latin1.txt"}`, []string{"exit code: 0"}, false},
+		{"latin-1 read is flagged", "read_file", `{"path":"odd/latin1.txt"}`, []string{"1\tcaf", "not valid UTF-8"}, false},
+		{"latin-1 match is flagged", "search_files", `{"pattern":"caf","path":"odd"}`, []string{"odd/latin1.txt:1:caf\uFFFD", "not valid UTF-8"}, false},
 	}
 	for _, s := range steps {
 		res, err := kit.Call(ctx, s.tool, json.RawMessage(s.args))

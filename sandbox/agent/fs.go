@@ -103,7 +103,10 @@ func fsError(p string, err error) *WireError {
 	msg := err.Error()
 	var errno syscall.Errno
 	errors.As(err, &errno)
+	p = shortName(p)
 	switch {
+	case errno == syscall.ENAMETOOLONG:
+		return errorf(CodeInvalidArgument, "path %q is too long: a file or directory name may have at most 255 bytes, a path 4095", p)
 	case strings.Contains(msg, "path escapes from parent"):
 		return errorf(CodePathEscape, "path %q resolves outside the workspace (through \"..\" or a symbolic link): access denied", p)
 	case errors.Is(err, fs.ErrNotExist):
@@ -128,7 +131,24 @@ func fsError(p string, err error) *WireError {
 	case errors.Is(err, fs.ErrPermission) || errno == syscall.EROFS:
 		return errorf(CodePermission, "permission denied for %q", p)
 	}
-	return errorf(CodeInternal, "%s: %v", p, err)
+	return errorf(CodeInternal, "%s: %v", p, shortName(msg))
+}
+
+// shortName cuts a path for a message in the middle when it is long: an
+// error about a 5,000-byte name must not be 10 KB long.
+func shortName(p string) string {
+	const keep = 60
+	if len(p) <= 2*keep {
+		return p
+	}
+	head, tail := p[:keep], p[len(p)-keep:]
+	for len(head) > 0 && !utf8.ValidString(head) {
+		head = head[:len(head)-1]
+	}
+	for len(tail) > 0 && !utf8.ValidString(tail) {
+		tail = tail[1:]
+	}
+	return head + "…" + tail
 }
 
 // FSReadRequest reads a file (op fs.read). With Limit > 0 it returns lines
@@ -256,6 +276,9 @@ type Match struct {
 	Path string `json:"path"`
 	Line int    `json:"line"`
 	Text string `json:"text"`
+	// InvalidUTF8 says the line is not valid UTF-8: Text shows each bad
+	// byte as U+FFFD.
+	InvalidUTF8 bool `json:"invalid_utf8,omitempty"`
 }
 
 // FSSearchReply holds the matches in path, line order.

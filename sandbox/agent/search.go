@@ -270,7 +270,11 @@ func (m *LineMatcher) Matches(ctx context.Context, p string, data []byte) ([]Mat
 				text = text[:len(text)-1]
 			}
 		}
-		out = append(out, Match{Path: p, Line: line, Text: strings.ToValidUTF8(string(text), "\uFFFD")})
+		m := Match{Path: p, Line: line, Text: string(text)}
+		if !utf8.ValidString(m.Text) {
+			m.Text, m.InvalidUTF8 = strings.ToValidUTF8(m.Text, "\uFFFD"), true
+		}
+		out = append(out, m)
 		return true
 	})
 	return out, err

@@ -11,6 +11,7 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -63,7 +64,10 @@ func (w *workspace) copyIn(r *request, dir string) (any, *WireError) {
 		}
 		name := filepath.Clean(h.Name)
 		if filepath.IsAbs(name) || name == ".." || strings.HasPrefix(name, "../") || !utf8.ValidString(name) {
-			return nil, errorf(CodePathEscape, "tar entry %q leads outside the destination", h.Name)
+			return nil, errorf(CodePathEscape, "tar entry %q leads outside the destination", shortName(h.Name))
+		}
+		if e := CheckEntryName(h.Name); e != nil {
+			return nil, e
 		}
 		target := filepath.Join(base, name)
 		if dir := filepath.Dir(target); dir != "." {
@@ -122,6 +126,23 @@ func (w *workspace) copyIn(r *request, dir string) (any, *WireError) {
 			// Devices, fifos and the like are skipped: they have no place in a workspace.
 		}
 	}
+}
+
+// CheckEntryName refuses a tar entry name a copy-in must not create: one
+// with a control character (a newline reads as two names in every
+// listing) or with a component longer than a file system takes (255
+// bytes). It is exported so that other implementations of the protocol
+// (the fake backend) refuse exactly what the agent refuses.
+func CheckEntryName(name string) *WireError {
+	if strings.ContainsFunc(name, unicode.IsControl) {
+		return errorf(CodeInvalidArgument, "tar entry %q has a control character in its name: file names may not contain newlines, tabs or other control characters", shortName(name))
+	}
+	for _, part := range strings.Split(name, "/") {
+		if len(part) > 255 {
+			return errorf(CodeInvalidArgument, "tar entry %q has a name of %d bytes, over the limit of 255 for one file or directory name", shortName(name), len(part))
+		}
+	}
+	return nil
 }
 
 // sourceReader records the error of the stream it reads, so that a copy

@@ -123,6 +123,9 @@ func (m *memFS) copyIn(dir string, in io.Reader) (any, *agent.WireError) {
 		if path.IsAbs(name) || name == ".." || strings.HasPrefix(name, "../") || !utf8.ValidString(name) {
 			return nil, werr(agent.CodePathEscape, "tar entry %q leads outside the destination", h.Name)
 		}
+		if e := agent.CheckEntryName(h.Name); e != nil {
+			return nil, e
+		}
 		target := path.Join(base, name)
 		if d := path.Dir(target); d != "." {
 			if _, err := m.mkdirAll(d); err != nil {

@@ -40,6 +40,10 @@ var fileTests = []contractTest{
 	// contract_writes.go
 	{name: "WritesThroughALinkAreAtomic", run: testWriteThroughLinkAtomic},
 	{name: "CopyInFromAFailingSourceKeepsTheOldFile", run: testCopyInFailingSource},
+	// contract_names.go
+	{name: "LongNamesAreInvalidArgumentsWithShortMessages", run: testLongNames},
+	{name: "ControlCharactersInNewNamesAreRefused", run: testControlCharacterNames},
+	{name: "InvalidUTF8ContentIsFlagged", run: testInvalidUTF8Content},
 }
 
 func testFileWriteRead(t *testing.T, newSandbox Factory) {

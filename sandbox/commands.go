@@ -244,9 +244,25 @@ func (c *Commands) run(ctx context.Context, cmd Command) (*Result, error) {
 	res.Stdout = joinTail(out, rep.StdoutTail, rep.StdoutDropped, "stdout", cmd.OnOutput, Stdout)
 	res.Stderr = joinTail(errOut, rep.StderrTail, rep.StderrDropped, "stderr", cmd.OnOutput, Stderr)
 	if rep.TimedOut {
-		return res, newError(CodeTimeout, op, "%q did not finish within %s and was killed (with every process it started); partial output is in the result", summary(args), timeout)
+		return res, newError(CodeTimeout, op, "%q did not finish within %s and %s; partial output is in the result", summary(args), timeout, killedNote(rep))
 	}
 	return res, nil
+}
+
+// killedNote says what a timeout's kill did, and no more.
+func killedNote(rep agent.ExecReply) string {
+	s := "was killed"
+	switch rep.Killed {
+	case 0:
+	case 1:
+		s += ", with the 1 other process it had started"
+	default:
+		s += fmt.Sprintf(", with the %d other processes it had started", rep.Killed)
+	}
+	if n := len(rep.Survivors); n > 0 {
+		s += fmt.Sprintf(", but %d of its processes could not be killed (pids %v) and run on until the sandbox closes", n, rep.Survivors)
+	}
+	return s
 }
 
 func joinTail(head string, tail []byte, dropped int64, name string, on func(Chunk), s Stream) string {

@@ -34,6 +34,7 @@ const drainGrace = 200 * time.Millisecond
 // would steal each other's statuses).
 type proc struct {
 	pid    int
+	tag    uint64 // its command's tag (tags.go); 0 if none
 	pgid   int
 	ptmx   *os.File
 	done   chan struct{}
@@ -77,10 +78,11 @@ type procTable struct {
 	mu        sync.Mutex
 	live      map[int]*proc
 	unclaimed map[int]syscall.WaitStatus
+	tags      tagger // used under mu
 }
 
 func newProcTable() *procTable {
-	return &procTable{live: map[int]*proc{}, unclaimed: map[int]syscall.WaitStatus{}}
+	return &procTable{live: map[int]*proc{}, unclaimed: map[int]syscall.WaitStatus{}, tags: newTagger()}
 }
 
 func (t *procTable) startReaper() (stop func()) {
@@ -288,6 +290,7 @@ func (s *server) startProcess(a ExecRequest) (*proc, *stdio, *WireError) {
 		io.stderr = er
 	}
 	s.procs.mu.Lock() // hold off the reaper until p is registered
+	p.tag = s.procs.tags.arm()
 	var err error
 	if s.spawn != nil {
 		err = s.spawn(cmd.Start)
@@ -415,12 +418,14 @@ func procStats(fn func(pid int, fields []string)) {
 	}
 }
 
-// killTree signals a process's group and every descendant still linked to
-// it, so that a child that left the group (setsid) is not missed. A
-// process on a pty leads its own session, and what it started there is
-// signalled too: an interactive shell puts each background job in a group
-// of its own, and a job outlives the shell re-parented to the agent, yet
-// it keeps the session id (and the terminal, whose output would never end).
+// killTree signals a process's group, every descendant still linked to it,
+// and every process carrying its command's tag (see tags.go), so that a
+// child that left the group (setsid) or the tree (a double fork) is not
+// missed; SIGKILL is repeated until none is left. A process on a pty
+// leads its own session, and what it started there is signalled too: an
+// interactive shell puts each background job in a group of its own, and a
+// job outlives the shell re-parented to the agent, yet it keeps the
+// session id (and the terminal, whose output would never end).
 func killTree(p *proc, sig syscall.Signal) {
 	live := p.whileLive(func() {
 		if p.ptmx != nil {
@@ -436,6 +441,14 @@ func killTree(p *proc, sig syscall.Signal) {
 	})
 	if !live {
 		p.killGroup(sig)
+	}
+	if sig == syscall.SIGKILL {
+		killTagged(p)
+		return
+	}
+	if ts := tagged(p.tag); len(ts) > 0 {
+		ds, _ := procTree(ts)
+		signalAll(append(ts, ds...), sig)
 	}
 }
 
@@ -460,41 +473,42 @@ func (p *proc) killGroup(sig syscall.Signal) {
 	_ = syscall.Kill(-p.pgid, sig)
 }
 
-// terminate ends p's whole tree: SIGTERM, then SIGKILL after killGrace.
-// The tree is frozen first (freezeTree), so that every process in it is
-// known before any dies: once a parent dies its children are re-parented
-// to the agent and can no longer be told apart from other commands'
-// processes, which is how a flood of short-lived or setsid children would
-// otherwise slip through.
-func terminate(p *proc) {
+// terminate ends every process of p's command: SIGTERM, then SIGKILL
+// after killGrace to what is left. The command's processes (its tree, and
+// everything carrying its tag: setsid daemons, double-forked orphans) are
+// stopped first (freezeTree), so that every one is known before any dies
+// and none forks meanwhile. It returns how many processes other than p's
+// own it signalled.
+func terminate(p *proc) int {
 	var tree []int
-	live := p.whileLive(func() {
-		tree = freezeTree([]int{p.pid}, true)
+	term := func(roots []int) {
+		tree = freezeTree(roots, true)
 		signalAll(tree, syscall.SIGTERM)
 		_ = syscall.Kill(-p.pgid, syscall.SIGTERM)
 		signalAll(tree, syscall.SIGCONT)
 		_ = syscall.Kill(-p.pgid, syscall.SIGCONT)
-	})
+	}
+	live := p.whileLive(func() { term(append([]int{p.pid}, tagged(p.tag)...)) })
 	if !live {
-		// Reaped: its PID may already belong to another process, so no
-		// walk from it; only its group may live on.
-		p.killGroup(syscall.SIGKILL)
-		return
+		// Reaped: its PID (and so its group's) may already belong to
+		// another process: only the tag and killGroup's check are safe.
+		p.killGroup(syscall.SIGTERM)
+		tree = freezeTree(tagged(p.tag), true)
+		signalAll(tree, syscall.SIGTERM)
+		signalAll(tree, syscall.SIGCONT)
 	}
-	select {
-	case <-p.done:
-	case <-time.After(killGrace):
+	// A grace for SIGTERM handlers, ended early once everything is gone.
+	deadline := time.Now().Add(killGrace)
+	for time.Now().Before(deadline) && (!isClosed(p.done) || anyAlive(tree)) {
+		time.Sleep(5 * time.Millisecond)
 	}
-	// Whatever is left of the tree, and what it started meanwhile.
-	var roots []int
-	for _, pid := range append(tree, p.pid) {
-		if syscall.Kill(pid, 0) == nil {
-			roots = append(roots, pid)
-		}
+	killed := killTagged(p)
+	p.killGroup(syscall.SIGKILL)
+	for _, pid := range tree {
+		killed[pid] = true
 	}
-	signalAll(freezeTree(roots, true), syscall.SIGKILL)
-	signalAll(tree, syscall.SIGKILL)
-	killTree(p, syscall.SIGKILL)
+	delete(killed, p.pid)
+	return len(killed)
 }
 
 func signalAll(pids []int, sig syscall.Signal) {
@@ -726,10 +740,10 @@ func (s *server) runExec(r *request, a ExecRequest) (any, *WireError) {
 	case <-p.done:
 	case <-timeout:
 		rep.TimedOut = true
-		terminate(p)
+		rep.Killed = terminate(p)
 	case <-r.ctx.Done():
 		rep.Canceled = true
-		terminate(p)
+		rep.Killed = terminate(p)
 	}
 	<-p.done
 	drained := make(chan struct{})
@@ -758,6 +772,9 @@ func (s *server) runExec(r *request, a ExecRequest) (any, *WireError) {
 		io.stderr.Close()
 	}
 	rep.OutputFileReport = of.close()
+	if rep.TimedOut || rep.Canceled {
+		rep.Survivors = survivors(p)
+	}
 	rep.ExitCode, rep.Signal = p.exitCode()
 	rep.DurationNs = p.end.Sub(p.start).Nanoseconds()
 	rep.StdoutTail, rep.StdoutDropped = outCap.tail, outCap.dropped

@@ -91,6 +91,7 @@ const (
 	CodeTimeout         = "TIMEOUT"
 	CodeCanceled        = "CANCELED"
 	CodeExec            = "EXEC"
+	CodeBusy            = "BUSY"
 	CodeInternal        = "INTERNAL"
 )
 
@@ -188,6 +189,13 @@ type ExecReply struct {
 	// reading shortly after the exit, so what they print later is not
 	// captured. Everything read up to then is in the output or counted.
 	LeftRunning []int `json:"left_running,omitempty"`
+	// Killed counts the processes besides the main one that a timeout or
+	// cancel signalled: the command's tree and everything carrying its tag
+	// (daemons that left the tree included).
+	Killed int `json:"killed,omitempty"`
+	// Survivors lists the command's processes still alive after that kill
+	// (none normally).
+	Survivors []int `json:"survivors,omitempty"`
 	OutputFileReport
 }
 

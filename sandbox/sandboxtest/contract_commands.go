@@ -1,6 +1,7 @@
 package sandboxtest
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -68,6 +69,8 @@ var commandTests = []contractTest{
 	{name: "TimeoutKillsTreeAndReturnsPartialOutput", run: testTimeoutPartial},
 	{name: "TimeoutKillsChildIgnoringSIGTERM", run: testTimeoutIgnoresTerm},
 	{name: "TimeoutKillsChildHoldingThePipe", run: testTimeoutPipeHolder},
+	{name: "TimeoutKillsDaemonsThatLeftTheTree", run: testTimeoutDaemons},
+	{name: "CancelKillsDaemonsThatLeftTheTree", run: testCancelDaemons},
 	{name: "BackgroundChildDoesNotHangRun", run: testBackgroundChild},
 	{name: "TimeoutAboveMaximumIsRefused", run: testMaxTimeout},
 	{name: "OutputPastCapIsCutWithMarker", run: testOutputCap},
@@ -423,6 +426,48 @@ func testTimeoutPipeHolder(t *testing.T, newSandbox Factory) {
 		t.Fatalf("stdout %q, want \"started\\n\"", res.Stdout)
 	}
 	expectNoSurvivors(t, b.marker, "the command's timeout")
+	b.usable()
+}
+
+// daemons is a shell fragment starting three processes that leave the
+// command's process tree: a double fork through a setsid shell, a double
+// fork that closes the output, and a subshell's setsid child (each
+// re-parented to the agent once its parent exits).
+func (b *box) daemons() string {
+	return "setsid sh -c '" + b.sleep() + " &'; sh -c '" + b.sleep() + " >/dev/null 2>&1 &'; (setsid " + b.sleep() + " &); "
+}
+
+// testTimeoutDaemons: a timeout kills every process the command started,
+// also daemons that left its tree (they survived until Close before, while
+// the message said "the command and its children were killed").
+func testTimeoutDaemons(t *testing.T, newSandbox Factory) {
+	b := open(t, newSandbox)
+	_, err := b.sb.Commands.Run(b.ctx(), sandbox.Command{Shell: b.daemons() + b.sleep(), Timeout: 2 * time.Second})
+	if !errors.Is(err, sandbox.ErrTimeout) {
+		t.Fatalf("err = %v, want ErrTimeout", err)
+	}
+	expectNoSurvivors(t, b.marker, "the command's timeout (before Close)")
+	if !strings.Contains(err.Error(), "other processes it had started") || strings.Contains(err.Error(), "could not be killed") {
+		t.Fatalf("the timeout's message does not say what was killed: %v", err)
+	}
+	b.usable()
+}
+
+// testCancelDaemons: cancelling a run's context does the same.
+func testCancelDaemons(t *testing.T, newSandbox Factory) {
+	b := open(t, newSandbox)
+	ctx, cancel := context.WithCancel(b.ctx())
+	done := make(chan error, 1)
+	go func() {
+		_, err := b.sb.Commands.Run(ctx, sandbox.Command{Shell: b.daemons() + b.sleep()})
+		done <- err
+	}()
+	waitMarked(t, b.marker, 5) // three daemons, the shell and its sleep
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) && sandbox.CodeOf(err) != sandbox.CodeCanceled {
+		t.Fatalf("err = %v, want a cancellation", err)
+	}
+	expectNoSurvivors(t, b.marker, "the cancelled run (before Close)")
 	b.usable()
 }
 

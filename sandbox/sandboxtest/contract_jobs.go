@@ -15,6 +15,9 @@ var jobTests = []contractTest{
 	{name: "WaitReportsExitCode", run: testJobWait},
 	{name: "KillEndsTreeIgnoringSIGTERM", run: testJobKill},
 	{name: "TimeoutEndsJob", run: testJobTimeout},
+	{name: "KillEndsDaemonsThatLeftTheTree", run: testJobKillDaemons},
+	{name: "KillAfterExitEndsTheDaemonsLeft", run: testJobKillAfterExit},
+	{name: "TimeoutEndsDaemonsThatLeftTheTree", run: testJobTimeoutDaemons},
 	{name: "ListShowsRunningAndEnded", run: testJobList},
 	{name: "RingBufferReportsDroppedBytes", run: testJobRing},
 	{name: "UnknownJobIsNotFound", run: testJobUnknown},
@@ -259,4 +262,55 @@ func testJobCloseKills(t *testing.T, newSandbox Factory) {
 	b.run(sandbox.Command{Shell: "setsid " + b.sleep() + " >/dev/null 2>&1 &"})
 	waitMarked(t, b.marker, 5)
 	// open's cleanup closes the sandbox and checks that none survived.
+}
+
+// testJobKillDaemons: Job.Kill (stop_background) ends every process the
+// job started, also daemons re-parented away from its tree (they ran on
+// until Close before).
+func testJobKillDaemons(t *testing.T, newSandbox Factory) {
+	b := open(t, newSandbox)
+	j, err := b.sb.Commands.Start(b.ctx(), sandbox.Command{Shell: b.daemons() + b.sleep()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitMarked(t, b.marker, 5)
+	if err := j.Kill(b.ctx()); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := j.Wait(b.ctx()); err != nil || st.Running {
+		t.Fatalf("Wait after Kill: %+v %v", st, err)
+	}
+	expectNoSurvivors(t, b.marker, "Job.Kill (before Close)")
+	b.usable()
+}
+
+// testJobKillAfterExit: a job whose main process ended but left daemons
+// behind is still theirs to stop.
+func testJobKillAfterExit(t *testing.T, newSandbox Factory) {
+	b := open(t, newSandbox)
+	j, err := b.sb.Commands.Start(b.ctx(), sandbox.Command{Shell: b.daemons() + "echo main-done"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := j.Wait(b.ctx()); err != nil || st.ExitCode != 0 {
+		t.Fatalf("Wait: %+v %v", st, err)
+	}
+	waitMarked(t, b.marker, 3)
+	if err := j.Kill(b.ctx()); err != nil {
+		t.Fatal(err)
+	}
+	expectNoSurvivors(t, b.marker, "Job.Kill of an ended job with daemons (before Close)")
+}
+
+// testJobTimeoutDaemons: a job's timeout reaches its daemons too.
+func testJobTimeoutDaemons(t *testing.T, newSandbox Factory) {
+	b := open(t, newSandbox)
+	j, err := b.sb.Commands.Start(b.ctx(), sandbox.Command{Shell: b.daemons() + b.sleep(), Timeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := j.Wait(b.ctx()); err != nil || st.Signal == "" {
+		t.Fatalf("Wait for a job past its timeout: %+v %v", st, err)
+	}
+	expectNoSurvivors(t, b.marker, "the job's timeout (before Close)")
 }

@@ -71,7 +71,7 @@ var codeTable = []struct {
 	{CodeClosed, "The sandbox was closed (by Close or its TTL).", "Create a new sandbox."},
 	{CodeDead, "The sandbox's agent or boundary died unexpectedly; every pending and later call fails.", "Create a new sandbox; check Info and the host's logs for the cause (OOM kill, killed container)."},
 	{CodePaused, "The sandbox is paused.", "Call Resume first."},
-	{CodeBusy, "A bash session is still running a command.", "Send input or keys to it, wait for it, or interrupt it with Ctrl-C."},
+	{CodeBusy, "A bash session is still running a command, or the sandbox already runs as many commands at once as its open-file limit leaves room for.", "Send input or keys to the session, wait for it, or interrupt it with Ctrl-C; or wait for running commands to finish (stop background jobs you no longer need) and run the command again."},
 	{CodeEnded, "A bash session or Python context has ended (exit, crash).", "Open a new session or restart the context."},
 	{CodeUnavailable, "A feature needs something the sandbox lacks (python3, bash).", "Install it in the image, or point the sandbox at it (WithPython)."},
 	{CodeIsolationUnavailable, "The backend cannot provide the isolation tier or a control that was asked for.", "Run `sandboxkit doctor`; allow a weaker tier by name, or use another backend."},

@@ -668,6 +668,11 @@ func (c *capture) add(b []byte) []byte {
 
 // runExec runs one command to completion, streaming its output.
 func (s *server) runExec(r *request, a ExecRequest) (any, *WireError) {
+	lease, werr := s.fds.acquire(a)
+	if werr != nil {
+		return nil, werr
+	}
+	defer lease.release()
 	of, werr := s.openOutputFile(a.OutputFile, a.OutputFileLimit)
 	if werr != nil {
 		return nil, werr
@@ -677,6 +682,7 @@ func (s *server) runExec(r *request, a ExecRequest) (any, *WireError) {
 		of.close()
 		return nil, werr
 	}
+	lease.started()
 	if a.Events {
 		r.event(Event{Kind: "started", PID: p.pid})
 	}
@@ -875,15 +881,22 @@ func newJobTable() *jobTable { return &jobTable{jobs: map[string]*job{}} }
 const maxEndedJobs = 200
 
 func (s *server) startJob(a ExecRequest) (any, *WireError) {
+	lease, werr := s.fds.acquire(a)
+	if werr != nil {
+		return nil, werr
+	}
 	of, werr := s.openOutputFile(a.OutputFile, a.OutputFileLimit)
 	if werr != nil {
+		lease.release()
 		return nil, werr
 	}
 	p, io, werr := s.startProcess(a)
 	if werr != nil {
 		of.close()
+		lease.release()
 		return nil, werr
 	}
+	lease.started()
 	ringBytes := a.RingBytes
 	if ringBytes <= 0 {
 		ringBytes = 1 << 20
@@ -948,6 +961,7 @@ func (s *server) startJob(a ExecRequest) (any, *WireError) {
 			io.stderr.Close()
 		}
 		of.close()
+		lease.release()
 		j.mu.Lock()
 		j.leftRunning = left
 		if j.stdin != nil {

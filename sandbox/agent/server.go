@@ -50,6 +50,7 @@ func Serve(conn io.ReadWriteCloser, opts ServeOptions) error {
 		s.logf = func(string, ...any) {}
 	}
 	s.procs = newProcTable()
+	s.fds = newFDBudget()
 	defer conn.Close()
 	return s.run()
 }
@@ -63,6 +64,7 @@ type server struct {
 	// proxy carries the sandbox's egress connections (Hello.Proxy).
 	proxy *proxy
 	procs *procTable
+	fds   *fdBudget // descriptors of running commands (fds.go)
 	jobs  *jobTable
 	// processesReady gates process starts (ServeOptions.ProcessesReady).
 	processesReady <-chan struct{}

@@ -79,6 +79,49 @@ var commandTests = []contractTest{
 	{name: "OutputFileCapIsCountedAndErrorsReported", run: testOutputFileCap},
 	{name: "SlowConsumerGetsEveryByte", run: testSlowConsumer},
 	{name: "ConcurrentLargeOutputsArriveWhole", run: testConcurrentLargeOutputs},
+	{name: "HundredsOfCommandsAtOnceDegradeWithACode", run: testManyCommandsAtOnce},
+}
+
+// testManyCommandsAtOnce: 700 commands at once in one sandbox. Each either
+// runs and returns its own output, or fails with a coded error that says
+// what to do (SBX_BUSY when the agent has no descriptors left for it);
+// none returns exit 0 with empty or wrong output, none fails with "too
+// many open files", and the sandbox stays usable. The agent ran out of
+// descriptors from ~450 at once, and from 700 some returned exit 0 with
+// an empty stdout.
+func testManyCommandsAtOnce(t *testing.T, newSandbox Factory) {
+	b := open(t, newSandbox, sandbox.WithLimits(sandbox.Limits{Pids: 4096}))
+	const n = 700
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	codes := map[sandbox.Code]int{}
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := b.sb.Commands.Run(b.ctx(), sandbox.Command{Shell: fmt.Sprintf("sleep 3; echo %d", i), Timeout: 50 * time.Second})
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err != nil && strings.Contains(strings.ToLower(err.Error()), "too many open files"):
+				t.Errorf("run %d: %v", i, err)
+			case err != nil && sandbox.CodeOf(err) != sandbox.CodeBusy:
+				t.Errorf("run %d failed with %v, want success or SBX_BUSY", i, err)
+			case err != nil:
+				codes[sandbox.CodeOf(err)]++
+			case res.ExitCode != 0 || res.Stdout != fmt.Sprintf("%d\n", i):
+				t.Errorf("run %d: exit %d stdout %q stderr %q, want %q", i, res.ExitCode, res.Stdout, res.Stderr, fmt.Sprintf("%d\n", i))
+			default:
+				codes["ok"]++
+			}
+		}()
+	}
+	wg.Wait()
+	t.Logf("700 commands at once: %v", codes)
+	if codes["ok"] < 100 {
+		t.Errorf("only %d of %d commands ran", codes["ok"], n)
+	}
+	b.usable()
 }
 
 // seqBytes is len(`seq 1 200000`).

@@ -20,6 +20,7 @@ type sandboxFlags struct {
 	network     bool
 	allowWeaker string
 	owner       string
+	domains     domainsFlag
 }
 
 const sandboxFlagsHelp = `Isolation: by default a sandbox gets the namespace tier or stronger, or is
@@ -35,6 +36,7 @@ func (f *sandboxFlags) register(fs *flag.FlagSet) {
 	// sandboxes, so that `sandboxkit gc --owner` can tell programs apart.
 	fs.StringVar(&f.owner, "owner", "sandboxkit-"+strings.TrimPrefix(fs.Name(), "sandboxkit "), "label this program's sandboxes with `name` (Docker containers, audit events), for 'sandboxkit gc --owner'")
 	fs.StringVar(&f.allowWeaker, "allow-weaker", "", "comma-separated `tiers` weaker than namespace to accept when nothing better is available: landlock, process")
+	f.registerEgress(fs)
 }
 
 // options turns the flags into sandbox options. closeBackend releases the
@@ -74,6 +76,12 @@ func (f *sandboxFlags) options() (opts []sandbox.Option, closeBackend func(), er
 	if f.owner != "" {
 		opts = append(opts, sandbox.WithOwner(f.owner))
 	}
+	egress, err := f.egressOptions()
+	if err != nil {
+		closeBackend()
+		return nil, nil, err
+	}
+	opts = append(opts, egress...)
 	tiers, err := parseTiers(f.allowWeaker)
 	if err != nil {
 		closeBackend()
@@ -110,6 +118,8 @@ func describeIsolation(info sandbox.Info) string {
 	switch {
 	case info.Network:
 		s += ", network allowed"
+	case info.Egress != nil:
+		s += ", network only to " + strings.Join(info.Egress.Allow, ", ") + " (egress proxy)"
 	case networkEnforced(info):
 		s += ", no network"
 	default:

@@ -243,7 +243,7 @@ func TestDemoRuns(t *testing.T) {
 		t.Fatalf("demo: exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 	}
 	for _, want := range []string{"1. create", `stdout "hello from Linux\n"`, `notes.txt -> "written by sandboxkit demo\n"`,
-		`output "tick 1\ntick 2\ntick 3\n"`, "6. isolation", "network ", "7. close"} {
+		`output "tick 1\ntick 2\ntick 3\n"`, "6. network    a listener on the host's 127.0.0.1:", "it saw 0 connections", "7. isolation", "network ", "8. close"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("demo output lacks %q:\n%s", want, r.stdout)
 		}

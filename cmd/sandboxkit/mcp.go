@@ -20,7 +20,7 @@ import (
 const sessionTTL = 100 * 365 * 24 * time.Hour
 
 func runMCP(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("mcp", "[--http ADDR] [--backend local|docker://IMAGE] [--workspace DIR] [--allow-network]\n                 [--allow-weaker TIERS] [--ttl D] [--idle-timeout D] [--pool N] [--allow-remote]\n                 [--policy FILE] [--deny-command PATTERN]...",
+	fs := newFlags("mcp", "[--http ADDR] [--backend local|docker://IMAGE] [--workspace DIR] [--allow-network]\n                 [--allow-domain NAME]... [--allow-weaker TIERS] [--ttl D] [--idle-timeout D] [--pool N] [--allow-remote]\n                 [--policy FILE] [--deny-command PATTERN]...",
 		"Serve the sandbox tools over MCP: on stdin/stdout by default, or as streamable HTTP\nwith --http. Every client session gets its own sandbox, closed when the session\nends. Logs go to stderr only.\n\n"+sandboxFlagsHelp+"\n\n"+policyFlagsHelp, stdout)
 	var sf sandboxFlags
 	sf.register(fs)

@@ -64,12 +64,18 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) err
 }
 
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("demo", "", "Create a sandbox, run a command, write and read a file, start and poll a job,\nshow the isolation in force and tear down, printing each step.", stdout)
+	fs := newFlags("demo", "[--allow-domain NAME]...", "Create a sandbox, run a command, write and read a file, start and poll a job,\nshow that a listener on the host's loopback is out of reach (and, with\n--allow-domain, the egress proxy refusing a name not on the list), show the\nisolation in force and tear down, printing each step.", stdout)
+	var domains domainsFlag
+	fs.Var(&domains, "allow-domain", allowDomainUsage)
 	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
 	step := func(n int, what, detail string) { fmt.Fprintf(stdout, "%d. %-10s %s\n", n, what, detail) }
-	sb, err := sandbox.New(ctx, sandbox.AllowWeaker(sandbox.TierLandlock, sandbox.TierProcess))
+	opts := []sandbox.Option{sandbox.AllowWeaker(sandbox.TierLandlock, sandbox.TierProcess)}
+	if len(domains) > 0 {
+		opts = append(opts, sandbox.WithEgress(sandbox.EgressPolicy{Allow: domains}))
+	}
+	sb, err := sandbox.New(ctx, opts...)
 	if err != nil {
 		return err
 	}
@@ -104,7 +110,15 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	fmt.Fprintf(stdout, "   %-10s exit %d, output %q\n", "poll", st.ExitCode, out.Data)
-	step(6, "isolation", info.Isolation.String())
+	lines, err := demoNetwork(ctx, sb)
+	if err != nil {
+		return err
+	}
+	step(6, "network", lines[0])
+	for _, l := range lines[1:] {
+		fmt.Fprintf(stdout, "   %-10s %s\n", "", l)
+	}
+	step(7, "isolation", info.Isolation.String())
 	for _, c := range info.Controls {
 		fmt.Fprintf(stdout, "   %-18s enforced=%-5v %s\n", c.Name, c.Enforced, c.Mechanism)
 	}
@@ -114,7 +128,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := sb.Close(); err != nil {
 		return err
 	}
-	step(7, "close", "every process ended, temporary workspace removed")
+	step(8, "close", "every process ended, temporary workspace removed")
 	return nil
 }
 

@@ -354,6 +354,9 @@ func networkState(i sandbox.Info) string {
 	if i.Network {
 		return "on (allowed by the host program)"
 	}
+	if i.Egress != nil {
+		return egressState(i.Egress)
+	}
 	for _, c := range i.Controls {
 		if c.Name == "network" {
 			if c.Enforced {

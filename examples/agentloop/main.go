@@ -76,6 +76,7 @@ type options struct {
 	contextWindow          int
 	color                  string
 	policy                 policyFlags
+	domains                domains
 }
 
 func main() {
@@ -91,6 +92,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.apiKey, "api-key", "", "API key (default: env OPENAI_API_KEY; local servers need none)")
 	fs.StringVar(&o.backend, "backend", "local", `sandbox backend: "local" or "docker://IMAGE"`)
 	fs.StringVar(&o.allowWeaker, "allow-weaker", "", `weaker isolation tiers to accept when the namespace tier is unavailable: "landlock", "process" or "landlock,process"`)
+	fs.Var(&o.domains, "allow-domain", "let the sandbox reach `NAME` over HTTP/HTTPS through a proxy the host runs (repeatable; NAME, *.DOMAIN, NAME:PORT); nothing else is reachable. Needs the namespace tier or Docker")
 	fs.StringVar(&o.workspace, "workspace", "", "host directory to use as the workspace (created if missing; default: a new temporary directory, kept)")
 	fs.StringVar(&o.system, "system", "", "system prompt (default: a short built-in one; with --replay: the recorded one)")
 	fs.StringVar(&o.transcript, "transcript", "", "write the run to this JSONL file")
@@ -273,7 +275,7 @@ func missingTools(tk *toolkit.Toolkit, rt *agentloop.Transcript) string {
 // closed.
 func sandboxOptions(o options) (opts []sandbox.Option, closeBackend func(), err error) {
 	closeBackend = func() {}
-	opts = []sandbox.Option{sandbox.WithOwner("examples/agentloop")}
+	opts = append([]sandbox.Option{sandbox.WithOwner("examples/agentloop")}, o.domains.option()...)
 	for _, name := range strings.Split(o.allowWeaker, ",") {
 		name = strings.TrimSpace(name)
 		if name == "" {

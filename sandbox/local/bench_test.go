@@ -1,3 +1,5 @@
+//go:build linux
+
 package local_test
 
 // Issue 3's benchmarks, each against its floors in the same run (targets:

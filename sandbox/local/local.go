@@ -1,20 +1,5 @@
-// Package local is sandboxkit's default backend: it runs the in-sandbox
-// agent on this machine by re-executing the current binary, inside the
-// strongest isolation the kernel offers.
-//
-// Launch path: the host starts /proc/self/exe with SANDBOXKIT_STAGE=init,
-// the launch configuration on fd 3 (a pipe, not the environment: pitfall 11
-// of docs/isolation.md) and one end of a socketpair on fd 4. The package's init
-// hook (RunStage) catches the stage before main runs. For isolating tiers
-// the init stage builds the boundary and execs the agent stage; for the
-// process tier it serves the agent protocol directly. Everything later —
-// every command, file operation and session — is started by that resident
-// agent, never by a new setup.
-//
-// Tiers: the process tier confines file requests in the agent (os.Root) and
-// applies rlimits to each command, but does not confine what commands do;
-// it is used only when the caller allows it by name. Stronger tiers are
-// provided by the isolation package (sandbox/local/isolate).
+//go:build linux
+
 package local
 
 import (
@@ -42,40 +27,6 @@ type launchConfig struct {
 	Isolated bool        `json:"isolated"`
 	Iso      isoSpec     `json:"iso,omitempty"`
 }
-
-// Driver starts local sandboxes. The zero value is not usable: call New.
-type Driver struct {
-	exe  string
-	tier driver.Tier // exact tier to build; 0: the best available
-}
-
-// Option configures a Driver.
-type Option func(*Driver)
-
-// WithExecutable sets the binary re-executed as the sandbox's agent. The
-// default is the running binary (/proc/self/exe), which must import this
-// package (directly or through package sandbox) so its init hook runs.
-func WithExecutable(path string) Option { return func(d *Driver) { d.exe = path } }
-
-// WithTier makes the driver build exactly tier t (TierLandlock or
-// TierProcess; the caller must still allow it with sandbox.AllowWeaker)
-// instead of the best tier this machine offers, failing with
-// ISOLATION_UNAVAILABLE where t cannot be built. It exists to run a weaker
-// tier's tests, or to reproduce its behaviour, on a machine that has a
-// stronger one.
-func WithTier(t driver.Tier) Option { return func(d *Driver) { d.tier = t } }
-
-// New returns the local backend.
-func New(opts ...Option) *Driver {
-	d := &Driver{exe: "/proc/self/exe"}
-	for _, o := range opts {
-		o(d)
-	}
-	return d
-}
-
-// Name returns "local".
-func (d *Driver) Name() string { return "local" }
 
 // Start creates a sandbox on this machine at the best tier available that
 // the caller accepts.

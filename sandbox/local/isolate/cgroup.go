@@ -1,3 +1,5 @@
+//go:build linux
+
 package isolate
 
 import (
@@ -11,20 +13,6 @@ import (
 	"syscall"
 	"time"
 )
-
-// cgroupBases are the directories of this process's own cgroups in which a
-// child cgroup could be created, found from /proc/self/mountinfo and
-// /proc/self/cgroup. Sandboxes are nested below the host process's own
-// cgroup, so they stay inside whatever limits the host already has.
-type cgroupBases struct {
-	v1 map[string]string // "memory", "pids", "freezer" -> own cgroup dir
-	v2 string            // own cgroup dir in the unified hierarchy
-}
-
-// cgroupMechanisms says which hierarchy can enforce each control ("" none).
-type cgroupMechanisms struct {
-	memory, pids, freezer, kill string // "v1", "v2" or ""
-}
 
 func findCgroupBases() cgroupBases {
 	b := cgroupBases{v1: map[string]string{}}

@@ -1,3 +1,5 @@
+//go:build linux
+
 package isolate
 
 import (
@@ -186,7 +188,7 @@ func buildProgram(spec *Spec, fds stageFDs, argv []string) (*program, error) {
 	if spec.Tier == driver.TierLandlock {
 		sock = landlockTierSockets(spec.Network, spec.Plan.LandlockABI)
 	}
-	filter, err := seccompProgram(sock)
+	filter, err := seccompProgram(runtime.GOARCH, sock)
 	if err != nil {
 		return nil, err
 	}

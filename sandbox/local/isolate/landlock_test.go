@@ -1,3 +1,5 @@
+//go:build linux
+
 package isolate
 
 import (
@@ -94,5 +96,41 @@ func TestLandlockTierReportsItsGaps(t *testing.T) {
 	}
 	if tmp := h.TmpDir(); !strings.HasPrefix(tmp, os.TempDir()) || filepath.Base(tmp) == "tmp" {
 		t.Errorf("TmpDir %q is not a private directory", tmp)
+	}
+}
+
+// TestStagedLaunch builds both tiers the way arm64 does (no vfork
+// assembly there: stage init runs the setup program after a fork and an
+// exec) and checks the boundary's main controls. This machine cannot run
+// arm64 isolation (user-mode emulation refuses seccomp), so this is as
+// close as it gets.
+func TestStagedLaunch(t *testing.T) {
+	vforkLaunch = false
+	t.Cleanup(func() { vforkLaunch = haveVfork })
+	for _, tier := range []driver.Tier{driver.TierNamespace, driver.TierLandlock} {
+		t.Run(tier.String(), func(t *testing.T) {
+			requireTier(t, tier)
+			spec := func(t *testing.T) Spec { return newSpec(t, tier) }
+			runCases(t, spec, []probeCase{
+				{name: "privileges are gone",
+					probe: "grep -E '^(CapEff|NoNewPrivs|Seccomp):' /proc/self/status",
+					want:  []string{"CapEff:\t0000000000000000", "NoNewPrivs:\t1", "Seccomp:\t2"}},
+				{name: "system directories are read-only",
+					probe: "for f in /etc/x /usr/x; do touch $f && echo WROTE $f; done; echo done",
+					want:  []string{"done"}, deny: []string{"WROTE"}},
+			})
+			t.Run("network and host unix sockets are refused", func(t *testing.T) {
+				tcp, udp, sock, reached := listeners(t)
+				out, _ := run(t, spec(t), "exec 2>&1\n"+netProbe(tcp, udp, sock))
+				for _, name := range []string{"py-tcp", "py-unix", "devtcp"} {
+					if !strings.Contains(out, name+":fail") {
+						t.Errorf("%s was not refused:\n%s", name, out)
+					}
+				}
+				if got := reached(); len(got) > 0 {
+					t.Errorf("host listeners were reached: %v\n%s", got, out)
+				}
+			})
+		})
 	}
 }

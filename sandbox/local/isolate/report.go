@@ -1,7 +1,10 @@
+//go:build linux
+
 package isolate
 
 import (
 	"fmt"
+	"runtime"
 	"strconv"
 	"strings"
 
@@ -77,7 +80,7 @@ func (h *Handle) Report() driver.Isolation {
 		who := "host uid " + strconv.Itoa(p.HostUID)
 		add("privileges", true, "capabilities dropped; no_new_privs; runs as "+who)
 	}
-	add("syscalls", true, fmt.Sprintf("seccomp deny-list (%d syscalls EPERM, clone namespace flags EPERM, clone3 ENOSYS, x86_64 only)", len(deniedSyscalls)))
+	add("syscalls", true, fmt.Sprintf("seccomp deny-list (%d syscalls EPERM, clone namespace flags EPERM, clone3 ENOSYS, %s syscalls only)", deniedOn(runtime.GOARCH), runtime.GOARCH))
 
 	switch {
 	case l.MemoryBytes <= 0:

@@ -1,8 +1,9 @@
+//go:build linux
+
 package isolate
 
 import (
 	"fmt"
-	"runtime"
 
 	"golang.org/x/sys/unix"
 )
@@ -13,27 +14,38 @@ import (
 // a hole, and the only wall for the ones that need no capability at all
 // (userfaultfd, io_uring, perf_event_open, keyctl, ptrace of a sibling,
 // unshare of a user namespace).
-var deniedSyscalls = []uintptr{
+var deniedSyscalls = []string{
 	// Mount table changes: a process with capabilities in the user
 	// namespace remounted a read-only bind read-write (docs/isolation.md, pitfall 1).
-	unix.SYS_MOUNT, unix.SYS_UMOUNT2, unix.SYS_PIVOT_ROOT, unix.SYS_CHROOT,
-	unix.SYS_OPEN_TREE, unix.SYS_OPEN_TREE_ATTR, unix.SYS_MOVE_MOUNT, unix.SYS_FSOPEN, unix.SYS_FSCONFIG,
-	unix.SYS_FSMOUNT, unix.SYS_FSPICK, unix.SYS_MOUNT_SETATTR,
+	"mount", "umount2", "pivot_root", "chroot",
+	"open_tree", "open_tree_attr", "move_mount", "fsopen", "fsconfig", "fsmount", "fspick", "mount_setattr",
 	// New namespaces: a fresh user namespace gives back every capability.
-	unix.SYS_UNSHARE, unix.SYS_SETNS,
+	"unshare", "setns",
 	// Tracing: PTRACE_TRACEME made the host's Go parent the tracer.
-	unix.SYS_PTRACE, unix.SYS_PROCESS_VM_READV, unix.SYS_PROCESS_VM_WRITEV, unix.SYS_KCMP,
+	"ptrace", "process_vm_readv", "process_vm_writev", "kcmp",
 	// Large kernel attack surface, rarely needed by agent code.
-	unix.SYS_BPF, unix.SYS_PERF_EVENT_OPEN, unix.SYS_USERFAULTFD,
-	unix.SYS_IO_URING_SETUP, unix.SYS_IO_URING_ENTER, unix.SYS_IO_URING_REGISTER,
-	unix.SYS_KEYCTL, unix.SYS_ADD_KEY, unix.SYS_REQUEST_KEY,
-	unix.SYS_NAME_TO_HANDLE_AT, unix.SYS_OPEN_BY_HANDLE_AT, unix.SYS_FANOTIFY_INIT,
-	// Whole-machine state.
-	unix.SYS_KEXEC_LOAD, unix.SYS_KEXEC_FILE_LOAD, unix.SYS_INIT_MODULE, unix.SYS_FINIT_MODULE,
-	unix.SYS_DELETE_MODULE, unix.SYS_REBOOT, unix.SYS_SWAPON, unix.SYS_SWAPOFF, unix.SYS_ACCT,
-	unix.SYS_QUOTACTL, unix.SYS_QUOTACTL_FD, unix.SYS_SYSLOG, unix.SYS_SETTIMEOFDAY,
-	unix.SYS_CLOCK_SETTIME, unix.SYS_CLOCK_ADJTIME, unix.SYS_ADJTIMEX, unix.SYS_IOPL, unix.SYS_IOPERM,
-	unix.SYS_VHANGUP, unix.SYS_USELIB, unix.SYS__SYSCTL, unix.SYS_LOOKUP_DCOOKIE,
+	"bpf", "perf_event_open", "userfaultfd",
+	"io_uring_setup", "io_uring_enter", "io_uring_register",
+	"keyctl", "add_key", "request_key",
+	"name_to_handle_at", "open_by_handle_at", "fanotify_init",
+	// Whole-machine state. (iopl, ioperm, uselib and _sysctl exist on
+	// amd64 only.)
+	"kexec_load", "kexec_file_load", "init_module", "finit_module",
+	"delete_module", "reboot", "swapon", "swapoff", "acct",
+	"quotactl", "quotactl_fd", "syslog", "settimeofday",
+	"clock_settime", "clock_adjtime", "adjtimex", "iopl", "ioperm",
+	"vhangup", "uselib", "_sysctl", "lookup_dcookie",
+}
+
+// deniedOn counts the deniedSyscalls the architecture has.
+func deniedOn(arch string) int {
+	n := 0
+	for _, name := range deniedSyscalls {
+		if _, ok := syscallTables[arch].nr[name]; ok {
+			n++
+		}
+	}
+	return n
 }
 
 // nsCloneFlags are the clone(2) flags that create namespaces; clone with
@@ -53,10 +65,6 @@ const (
 // socketpair(2)'s type argument, whose other bits are SOCK_NONBLOCK and
 // SOCK_CLOEXEC.
 const sockTypeMask = 0xf
-
-// x32ABI marks x32 syscall numbers, which reach the same kernel entry
-// points under other numbers and would slip past the deny-list.
-const x32ABI = 0x40000000
 
 type bpfProg []unix.SockFilter
 
@@ -128,25 +136,42 @@ func landlockTierSockets(network bool, abi int) socketRules {
 	return socketRules{inet: network, unix: abi >= 9}
 }
 
-// seccompProgram builds the filter; sock says which sockets it allows.
-func seccompProgram(sock socketRules) (bpfProg, error) {
-	if runtime.GOARCH != "amd64" {
-		return nil, fmt.Errorf("isolate: the seccomp filter is written for amd64, not %s", runtime.GOARCH)
+// seccompProgram builds the filter for the architecture arch (a GOARCH
+// with a syscallTables entry: the numbers differ between architectures);
+// sock says which sockets it allows.
+func seccompProgram(arch string, sock socketRules) (bpfProg, error) {
+	tab, ok := syscallTables[arch]
+	if !ok {
+		return nil, fmt.Errorf("isolate: no seccomp syscall table for %s (there are amd64 and arm64)", arch)
 	}
 	var p bpfProg
-	// A foreign architecture's syscall numbers mean other syscalls: kill.
+	// A foreign architecture's syscall numbers mean other syscalls (a
+	// 32-bit binary on a 64-bit kernel): kill.
 	p.stmt(unix.BPF_LD|unix.BPF_W|unix.BPF_ABS, offArch)
-	p = append(p, unix.SockFilter{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, Jt: 1, Jf: 0, K: unix.AUDIT_ARCH_X86_64})
+	p = append(p, unix.SockFilter{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, Jt: 1, Jf: 0, K: tab.auditArch})
 	p.stmt(unix.BPF_RET|unix.BPF_K, unix.SECCOMP_RET_KILL_PROCESS)
 	p.stmt(unix.BPF_LD|unix.BPF_W|unix.BPF_ABS, offNr)
-	p = append(p, unix.SockFilter{Code: unix.BPF_JMP | unix.BPF_JGE | unix.BPF_K, Jt: 0, Jf: 1, K: x32ABI})
-	p.stmt(unix.BPF_RET|unix.BPF_K, errnoRet(unix.EPERM))
-	for _, nr := range deniedSyscalls {
-		p.retIf(uint32(nr), errnoRet(unix.EPERM))
+	if tab.x32 {
+		// x32 syscall numbers reach the same kernel entry points under
+		// other numbers and would slip past the deny-list.
+		p = append(p, unix.SockFilter{Code: unix.BPF_JMP | unix.BPF_JGE | unix.BPF_K, Jt: 0, Jf: 1, K: x32ABI})
+		p.stmt(unix.BPF_RET|unix.BPF_K, errnoRet(unix.EPERM))
+	}
+	for _, name := range deniedSyscalls {
+		if nr, ok := tab.nr[name]; ok {
+			p.retIf(nr, errnoRet(unix.EPERM))
+		}
+	}
+	sys := func(name string) uint32 {
+		nr, ok := tab.nr[name]
+		if !ok {
+			panic("isolate: syscall table " + arch + " lacks " + name)
+		}
+		return nr
 	}
 	// clone3 passes its flags in memory that BPF cannot read: ENOSYS makes
 	// libc and Go fall back to clone, whose flags are checked below.
-	p.retIf(unix.SYS_CLONE3, errnoRet(unix.ENOSYS))
+	p.retIf(sys("clone3"), errnoRet(unix.ENOSYS))
 
 	// The argument checks below load a new A, so each ends in a return.
 	argCheck := func(nr uint32, build func(q *bpfProg)) {
@@ -155,7 +180,7 @@ func seccompProgram(sock socketRules) (bpfProg, error) {
 		p = append(p, unix.SockFilter{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, Jt: 0, Jf: uint8(len(q)), K: nr})
 		p = append(p, q...)
 	}
-	argCheck(unix.SYS_CLONE, func(q *bpfProg) {
+	argCheck(sys("clone"), func(q *bpfProg) {
 		q.stmt(unix.BPF_LD|unix.BPF_W|unix.BPF_ABS, offArg0)
 		*q = append(*q, unix.SockFilter{Code: unix.BPF_JMP | unix.BPF_JSET | unix.BPF_K, Jt: 0, Jf: 1, K: nsCloneFlags})
 		q.stmt(unix.BPF_RET|unix.BPF_K, errnoRet(unix.EPERM))
@@ -163,7 +188,7 @@ func seccompProgram(sock socketRules) (bpfProg, error) {
 	})
 	// TIOCSTI and TIOCLINUX push input into a terminal another process
 	// reads from.
-	argCheck(unix.SYS_IOCTL, func(q *bpfProg) {
+	argCheck(sys("ioctl"), func(q *bpfProg) {
 		q.stmt(unix.BPF_LD|unix.BPF_W|unix.BPF_ABS, offArg1)
 		q.retIf(unix.TIOCSTI, errnoRet(unix.EPERM))
 		q.retIf(unix.TIOCLINUX, errnoRet(unix.EPERM))
@@ -174,23 +199,23 @@ func seccompProgram(sock socketRules) (bpfProg, error) {
 	case sock.inet:
 		// Landlock's TCP rules do not cover MPTCP or UDP (both got
 		// through in experiments): without network, seccomp is the wall.
-		argCheck(unix.SYS_SOCKET, func(q *bpfProg) {
+		argCheck(sys("socket"), func(q *bpfProg) {
 			q.stmt(unix.BPF_LD|unix.BPF_W|unix.BPF_ABS, offArg0)
 			q.retIf(unix.AF_UNIX, errnoRet(unix.EACCES))
 			q.stmt(unix.BPF_RET|unix.BPF_K, unix.SECCOMP_RET_ALLOW)
 		})
 	case sock.unix:
-		argCheck(unix.SYS_SOCKET, func(q *bpfProg) {
+		argCheck(sys("socket"), func(q *bpfProg) {
 			q.stmt(unix.BPF_LD|unix.BPF_W|unix.BPF_ABS, offArg0)
 			q.retIf(unix.AF_UNIX, unix.SECCOMP_RET_ALLOW)
 			q.stmt(unix.BPF_RET|unix.BPF_K, errnoRet(unix.EACCES))
 		})
 	default:
-		p.retIf(unix.SYS_SOCKET, errnoRet(unix.EACCES))
+		p.retIf(sys("socket"), errnoRet(unix.EACCES))
 	}
 	if !sock.unix {
 		// Only pairs that are connected for good (see landlockTierSockets).
-		argCheck(unix.SYS_SOCKETPAIR, func(q *bpfProg) {
+		argCheck(sys("socketpair"), func(q *bpfProg) {
 			q.stmt(unix.BPF_LD|unix.BPF_W|unix.BPF_ABS, offArg1)
 			q.stmt(unix.BPF_ALU|unix.BPF_AND|unix.BPF_K, sockTypeMask)
 			q.retIf(unix.SOCK_STREAM, unix.SECCOMP_RET_ALLOW)

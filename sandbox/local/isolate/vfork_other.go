@@ -1,11 +1,12 @@
-//go:build !amd64
+//go:build linux && !amd64
 
 package isolate
 
 import "syscall"
 
-// Launch uses the staged path on these architectures (the seccomp filter
-// is written for amd64 only), so rawVfork is never called.
+// Launch takes the staged path on these architectures (stage init runs
+// the setup program after a plain fork and exec; the vfork launch is amd64
+// assembly), so rawVfork is never called.
 func rawVfork(flags, ptid, exitParent uintptr) (pid uintptr, errno uintptr) {
 	return 0, uintptr(syscall.ENOSYS)
 }

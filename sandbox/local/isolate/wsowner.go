@@ -1,3 +1,5 @@
+//go:build linux
+
 package isolate
 
 import (
@@ -327,7 +329,7 @@ func scanWorkspace(ws string) ([]wsEntry, error) {
 		if !d.IsDir() && st.Nlink > 1 {
 			k := inode{st.Dev, st.Ino}
 			links[k]++
-			nlink[k] = st.Nlink
+			nlink[k] = uint64(st.Nlink) // uint32 on arm64
 			idx[k] = append(idx[k], len(out))
 		}
 		out = append(out, e)

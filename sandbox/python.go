@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"errors"
+	"path"
 	"strings"
 	"time"
 
@@ -33,6 +34,16 @@ type PythonRunOptions struct {
 	// OnOutput receives stream chunks, displays and the result as they
 	// arrive.
 	OnOutput func(PythonOutput)
+	// OutputFile, when set, is a workspace path (relative to the
+	// workspace, or absolute under it) where the kernel keeps every byte
+	// the run writes to stdout and stderr, in the order written, whatever
+	// Limits.MaxOutputBytes keeps in the Execution (its start and its end).
+	// It is written inside the sandbox as the output is produced; an
+	// existing file is replaced. OutputFileLimit caps it (0:
+	// DefaultOutputFileLimit); Execution.OutputFileBytes, OutputFileCut
+	// and OutputFileError say what became of it.
+	OutputFile      string
+	OutputFileLimit int64
 }
 
 // Execution is the outcome of one Python run (see pykernel.Execution).
@@ -107,7 +118,23 @@ func (p *Python) run(ctx context.Context, code string, opts PythonRunOptions) (*
 	if err != nil {
 		return nil, err
 	}
-	ex, err := c.Run(ctx, opts.Context, code, pykernel.RunOptions{Timeout: timeout, Env: opts.Env, OnOutput: opts.OnOutput})
+	ro := pykernel.RunOptions{Timeout: timeout, Env: opts.Env, OnOutput: opts.OnOutput, OutputFileLimit: opts.OutputFileLimit}
+	if opts.OutputFile != "" {
+		// The driver runs in the sandbox, but the code may have changed its
+		// directory: it gets the path under the workspace as the sandbox
+		// sees it.
+		ro.OutputFile = opts.OutputFile
+		if !path.IsAbs(ro.OutputFile) {
+			ro.OutputFile = path.Join(p.sb.iso.WorkspacePath, ro.OutputFile)
+		}
+		if ro.OutputFileLimit <= 0 {
+			ro.OutputFileLimit = DefaultOutputFileLimit
+		}
+	}
+	ex, err := c.Run(ctx, opts.Context, code, ro)
+	if ex != nil && opts.OutputFile != "" {
+		ex.OutputFile = opts.OutputFile
+	}
 	if err != nil {
 		return ex, p.err(op, err)
 	}

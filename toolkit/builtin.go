@@ -1,11 +1,11 @@
 package toolkit
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"path"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -150,25 +150,26 @@ func (b *builtins) outputPath(stream string) (rel, abs string) {
 	return rel, path.Join(b.sb.Info().Workspace, rel)
 }
 
-// section cuts one output held in memory for the model (a Python stream, a display): its start
-// and its end around a marker. When it is cut, it is saved whole to a workspace file the marker
-// names; a failed save is said in the marker, not hidden.
-func (b *builtins) section(ctx context.Context, name, data string) Section {
-	s := Section{Name: name}
-	s.Body, s.Tail, s.Omitted, s.OmittedLines = TruncateMiddle(data, b.cfg.outputLimit)
-	if s.Omitted == 0 {
+// fit cuts a section to the shown size: its start and its end around the marker. Body is the
+// output, or its start when Omitted already counts a middle left out earlier (by the sandbox)
+// and Tail holds its end; what fit cuts more is added to Omitted, and to OmittedLines when
+// linesKnown (the lines of the earlier omission were counted).
+func (b *builtins) fit(s Section, linesKnown bool) Section {
+	limit := b.cfg.outputLimit
+	if s.Omitted == 0 && s.Tail == "" {
+		s.Body, s.Tail, s.Omitted, s.OmittedLines = TruncateMiddle(s.Body, limit)
 		return s
 	}
-	rel, abs := b.outputPath(name)
-	if len(data) > int(b.cfg.savedLimit) {
-		data = data[:b.cfg.savedLimit]
-		s.FileNote = "it holds only the first " + humanBytes(b.cfg.savedLimit)
+	head, _ := Truncate(s.Body, limit/2)
+	tail, _ := TruncateTail(s.Tail, limit-len(head))
+	more := s.Body[len(head):] + s.Tail[:len(s.Tail)-len(tail)]
+	s.Body, s.Tail = head, tail
+	s.Omitted += len(more)
+	if linesKnown {
+		s.OmittedLines += strings.Count(more, "\n")
+	} else {
+		s.OmittedLines = 0
 	}
-	if err := b.sb.Files.Write(ctx, rel, []byte(data), 0); err != nil {
-		s.FileNote = "it could not be saved (" + modelErr(err).Error() + ")"
-		return s
-	}
-	s.FullPath = abs
 	return s
 }
 

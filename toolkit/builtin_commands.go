@@ -99,20 +99,13 @@ func (b *builtins) runCommand(ctx context.Context, in runCommandIn) (commandOut,
 // within the shown size. dropped is what the sandbox already cut from the middle (the result
 // holds its head and tail around a marker of the sandbox's, which is replaced by ours).
 func (b *builtins) streamSection(name, text string, dropped int64) Section {
-	head, tail := text, ""
+	s := Section{Name: name, Body: text}
 	if dropped > 0 {
-		head, tail = splitSandboxCut(text, name, dropped)
+		s.Body, s.Tail = splitSandboxCut(text, name, dropped)
+		s.Omitted = int(dropped)
 	}
-	s := Section{Name: name}
-	if dropped == 0 {
-		s.Body, s.Tail, s.Omitted, s.OmittedLines = TruncateMiddle(text, b.cfg.outputLimit)
-		return s
-	}
-	shownHead, _ := Truncate(head, b.cfg.outputLimit/2)
-	shownTail, _ := TruncateTail(tail, b.cfg.outputLimit-len(shownHead))
-	s.Body, s.Tail = shownHead, shownTail
-	s.Omitted = int(dropped) + len(head) - len(shownHead) + len(tail) - len(shownTail)
-	return s
+	// The lines of the sandbox's cut are not known here (pointAtFile counts them from the file).
+	return b.fit(s, dropped == 0)
 }
 
 // splitSandboxCut splits a stream the sandbox cut into the head before its marker and the tail

@@ -77,18 +77,41 @@ func (b *builtins) runPython(ctx context.Context, in pythonIn) (pythonOut, error
 	if err != nil {
 		return pythonOut{}, err
 	}
-	ex, err := b.sb.Python.Run(ctx, in.Code, sandbox.PythonRunOptions{Context: in.ContextID, Timeout: seconds(in.TimeoutSeconds)})
+	// The kernel keeps the run's whole output in the file as it is produced; the Execution
+	// keeps each stream's start and end. The file is removed again when everything was shown.
+	rel, abs := b.outputPath("python")
+	ex, err := b.sb.Python.Run(ctx, in.Code, sandbox.PythonRunOptions{Context: in.ContextID, Timeout: seconds(in.TimeoutSeconds),
+		OutputFile: rel, OutputFileLimit: b.cfg.savedLimit})
 	if err != nil && ex == nil {
 		return pythonOut{}, modelErr(err)
 	}
 	out := pythonOut{Stdout: ex.Stdout, Stderr: ex.Stderr, Created: created}
 	// The sections follow the timeline, as a notebook shows a cell's outputs: a display between
-	// two prints stays between them, and the result comes where it came.
+	// two prints stays between them, and the result comes where it came. A stream whose middle
+	// the kernel left out gets its end (sent last) as the tail of its section.
 	var sections []Section
+	tailOf := map[string]int{} // stream -> index of the section waiting for its tail
 	for _, o := range ex.Timeline {
 		switch o.Kind {
 		case pykernel.Stdout, pykernel.Stderr:
-			sections = append(sections, b.section(ctx, string(o.Kind), o.Text))
+			if i, ok := tailOf[string(o.Kind)]; ok {
+				sections[i].Tail += o.Text
+				continue
+			}
+			sections = append(sections, Section{Name: string(o.Kind), Body: o.Text})
+		case pykernel.Omitted:
+			name := string(o.Omission.Stream)
+			i := len(sections) - 1
+			for i >= 0 && sections[i].Name != name {
+				i--
+			}
+			if i < 0 {
+				sections = append(sections, Section{Name: name})
+				i = len(sections) - 1
+			}
+			sections[i].Omitted += int(o.Omission.Bytes)
+			sections[i].OmittedLines += int(o.Omission.Lines)
+			tailOf[name] = i
 		case pykernel.Display, pykernel.Result:
 			image := false
 			for _, mime := range []string{"image/png", "image/jpeg"} {
@@ -104,8 +127,26 @@ func (b *builtins) runPython(ctx context.Context, in pythonIn) (pythonOut, error
 			} else if image {
 				continue // the picture itself follows the text; its repr ("<Figure ...>") says nothing
 			}
-			sections = append(sections, b.section(ctx, name, o.Plain()))
+			sections = append(sections, Section{Name: name, Body: o.Plain()})
 		}
+	}
+	cut := false
+	for i := range sections {
+		sections[i] = b.fit(sections[i], true)
+		cut = cut || sections[i].Omitted > 0
+	}
+	if cut {
+		note := fileNote(ex.OutputFileCut, ex.OutputFileError)
+		for i := range sections {
+			if sections[i].Omitted > 0 {
+				sections[i].FileNote = note
+				if ex.OutputFile != "" && (ex.OutputFileBytes > 0 || note == "") {
+					sections[i].FullPath = abs
+				}
+			}
+		}
+	} else if ex.OutputFile != "" {
+		_ = b.sb.Files.Remove(ctx, rel, false) // everything was shown
 	}
 	if ex.Error != nil {
 		out.Error = ex.Error.Error()

@@ -287,3 +287,43 @@ func TestSandboxInfoSaysTheTiersLimits(t *testing.T) {
 		t.Errorf("the namespace tier reports limits it does not have:\n%s", info)
 	}
 }
+
+// TestPythonLongOutputHeadAndTail: the kernel kept the first 1 MiB of a run's output and
+// dropped the rest, so the end of a long print loop was nowhere.
+func TestPythonLongOutputHeadAndTail(t *testing.T) {
+	sb := newSandbox(t)
+	requirePython(t, sb)
+	kit := toolkit.ForSandbox(sb)
+	res := call(t, kit, "run_python", `{"code":"for i in range(1, 200001):\n    print(i)\n'done'"}`)
+	if !strings.Contains(res.Text, "--- stdout ---\n1\n2\n3\n") || !strings.Contains(res.Text, "\n199999\n200000\n--- result ---\n'done'") {
+		t.Errorf("the start and the end are not both shown:\n%.200s\n…\n%s", res.Text, res.Text[max(0, len(res.Text)-300):])
+	}
+	m := regexp.MustCompile(`\[… ([0-9,]+) lines \([0-9.]+ MB\) omitted; the whole output is in (\S+): read_file`).FindStringSubmatch(res.Text)
+	if m == nil {
+		t.Fatalf("no marker with the lines omitted and the file:\n%s", markerLines(res.Text))
+	}
+	omitted, _ := strconv.Atoi(strings.ReplaceAll(m[1], ",", ""))
+	shown := 0
+	for _, l := range strings.Split(res.Text, "\n") {
+		if _, err := strconv.Atoi(l); err == nil {
+			shown++
+		}
+	}
+	if shown+omitted != 200000 {
+		t.Errorf("%d lines shown + %d said omitted = %d, want 200000", shown, omitted, shown+omitted)
+	}
+	wc, err := sb.Commands.Run(context.Background(), sandbox.Command{Args: []string{"sh", "-c", "wc -l < " + m[2] + " && tail -n 1 " + m[2]}})
+	if err != nil || strings.Join(strings.Fields(wc.Stdout), " ") != "200000 200000" {
+		t.Errorf("the saved file %s: %q %v, want 200000 lines ending in 200000", m[2], wc.Stdout, err)
+	}
+}
+
+func TestShortPythonOutputLeavesNoFile(t *testing.T) {
+	sb := newSandbox(t)
+	requirePython(t, sb)
+	kit := toolkit.ForSandbox(sb)
+	call(t, kit, "run_python", `{"code":"print(1); 2"}`)
+	if g, err := sb.Files.Glob(context.Background(), "**/*.txt", ".sandboxkit"); err == nil && len(g.Paths) > 0 {
+		t.Errorf("files left for output shown whole: %v", g.Paths)
+	}
+}

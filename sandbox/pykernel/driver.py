@@ -13,15 +13,19 @@
 # json, which pulls in re, is imported after it).
 #
 # Requests (one JSON object per line, Go -> driver):
-#   {"op":"run","n":COUNT,"code":SRC,"env":{K:V},"max":BYTES,"maxd":BYTES}
+#   {"op":"run","n":COUNT,"code":SRC,"env":{K:V},"max":BYTES,"maxd":BYTES,
+#    "of":PATH,"ofmax":BYTES}   (of: file that keeps the run's whole output)
 # Messages (one JSON object per line, driver -> Go):
 #   {"t":"ready","pid":N,"version":"3.11.2","executable":PATH}
 #   {"t":"out","n":"stdout"|"stderr","d":TEXT}
+#   {"t":"cut","n":"stdout"|"stderr","b":BYTES,"l":LINES}   (the middle of the
+#    stream was left out here: the "out" messages after it are its end)
 #   {"t":"display","data":{MIME:STR},"bin":[MIME...]}   (bin: base64 values)
 #   {"t":"result","data":{...},"bin":[...]}
 #   {"t":"error","ename":S,"evalue":S,"tb":[LINE...]}
 #   {"t":"done","n":COUNT,"status":"ok"|"error"|"interrupted"|"exit",
-#    "dout":BYTES_DROPPED_STDOUT,"derr":BYTES_DROPPED_STDERR,"ddisp":N}
+#    "dout":BYTES_DROPPED_STDOUT,"derr":BYTES_DROPPED_STDERR,"ddisp":N,
+#    "ofb":BYTES_IN_FILE,"ofc":BYTES_PAST_ITS_CAP,"ofe":WRITE_ERROR}
 #   {"t":"bad","msg":S}        (a request could not be understood)
 #
 # The driver must survive anything the user's code does short of killing the
@@ -146,7 +150,11 @@ class _Capture:
             self.fds[r] = name
         self.active = False
         self.budget = 0
+        self.tailmax = 0
         self.dropped = {"stdout": 0, "stderr": 0}
+        self.dlines = {"stdout": 0, "stderr": 0}
+        self.tail = {"stdout": bytearray(), "stderr": bytearray()}
+        self.of = None
         self.reset_decoders()
         t = threading.Thread(target=self._loop, name="sandboxkit-capture", daemon=True)
         t.start()
@@ -155,7 +163,7 @@ class _Capture:
         for name in ("stdout", "stderr"):
             self.dec[name] = codecs.getincrementaldecoder("utf-8")("replace")
 
-    def begin(self, budget):
+    def begin(self, budget, path=None, limit=0):
         # Code may have closed or redirected fds 0-2 (os.close(1), fd-level
         # capture libraries): put the plumbing back for every run.
         for fd, w in self.writers.items():
@@ -164,9 +172,32 @@ class _Capture:
         with self.lock:
             self._read_all()  # drop anything written between runs
             self.active = True
-            self.budget = budget
+            # The first half of the budget is the head, streamed as written;
+            # past it each stream keeps its last bytes as the tail (the
+            # other half, shared at the end when both streams have one),
+            # sent at the end after a "cut" message that counts what was left
+            # out between: the end of a long output (the error, the summary)
+            # is what a reader needs most.
+            self.budget = budget // 2
+            self.tailmax = budget - budget // 2
             self.dropped = {"stdout": 0, "stderr": 0}
+            self.dlines = {"stdout": 0, "stderr": 0}
+            self.tail = {"stdout": bytearray(), "stderr": bytearray()}
             self.reset_decoders()
+            self.of = None
+            self.of_bytes = self.of_cut = 0
+            self.of_err = ""
+            self.of_limit = limit if limit > 0 else 64 << 20
+            if path:
+                # The whole output, both streams in the order written, kept
+                # where it is produced; a failure is reported, never hidden.
+                try:
+                    d = os.path.dirname(path)
+                    if d:
+                        os.makedirs(d, exist_ok=True)
+                    self.of = open(path, "wb", buffering=0)
+                except OSError as e:
+                    self.of_err = "%s: %s" % (path, e.strerror or e)
 
     def end(self):
         with self.lock:
@@ -175,8 +206,49 @@ class _Capture:
                 tail = self.dec[name].decode(b"", True)
                 if tail:
                     send({"t": "out", "n": name, "d": tail})
+            # Each stream kept up to the whole tail budget; when both have a
+            # tail they share it.
+            share = self.tailmax
+            if self.tail["stdout"] and self.tail["stderr"]:
+                share = self.tailmax // 2
+            for name in ("stdout", "stderr"):
+                t = self.tail[name]
+                excess = len(t) - share
+                if excess > 0:
+                    self.dropped[name] += excess
+                    self.dlines[name] += t.count(b"\n", 0, excess)
+                    del t[:excess]
+                self._send_tail(name)
             self.active = False
-            return dict(self.dropped)
+            if self.of is not None:
+                try:
+                    self.of.close()
+                except OSError as e:
+                    self.of_err = self.of_err or str(e)
+                self.of = None
+            return dict(self.dropped), {"ofb": self.of_bytes, "ofc": self.of_cut, "ofe": self.of_err}
+
+    def _send_tail(self, name):
+        t = self.tail[name]
+        if not t:
+            return
+        if self.dropped[name] > 0:
+            # Start the tail at a line (if one starts in its first quarter)
+            # and never inside a character.
+            skip = 0
+            nl = t.find(b"\n", 0, len(t) // 4)
+            if nl >= 0:
+                skip = nl + 1
+            else:
+                while skip < len(t) and (t[skip] & 0xC0) == 0x80:
+                    skip += 1
+            self.dropped[name] += skip
+            self.dlines[name] += t[:skip].count(b"\n")
+            send({"t": "cut", "n": name, "b": self.dropped[name], "l": self.dlines[name]})
+            del t[:skip]
+        text = bytes(t).decode("utf-8", "replace")
+        if text:
+            send({"t": "out", "n": name, "d": text})
 
     def drain(self):
         with _Critical():
@@ -223,15 +295,41 @@ class _Capture:
     def _emit(self, name, data):
         if not self.active:
             return  # output between runs has no run to belong to
-        if len(data) > self.budget:
-            self.dropped[name] += len(data) - self.budget
-            data = data[: self.budget]
-        self.budget -= len(data)
-        if not data:
+        if self.of is not None:
+            self._capture(data)
+        if self.budget > 0:
+            head, data = data[: self.budget], data[self.budget :]
+            self.budget -= len(head)
+            text = self.dec[name].decode(head)
+            if text:
+                send({"t": "out", "n": name, "d": text})
+        if data:
+            t = self.tail[name]
+            t += data
+            excess = len(t) - self.tailmax
+            if excess > 0:
+                self.dropped[name] += excess
+                self.dlines[name] += t.count(b"\n", 0, excess)
+                del t[:excess]
+
+    def _capture(self, data):
+        room = self.of_limit - self.of_bytes
+        keep = data[:room] if room < len(data) else data
+        self.of_cut += len(data) - len(keep)
+        if not keep:
             return
-        text = self.dec[name].decode(data)
-        if text:
-            send({"t": "out", "n": name, "d": text})
+        try:
+            self.of.write(keep)
+            self.of_bytes += len(keep)
+        except OSError as e:
+            # A full disk or the quota: the file holds what was written.
+            self.of_err = str(e)
+            self.of_cut += len(keep)
+            try:
+                self.of.close()
+            except OSError:
+                pass
+            self.of = None
 
 
 def _make_streams():
@@ -804,7 +902,7 @@ def run_cell(req, ns, streams):
     DB.display = int(req.get("maxd", 32 << 20))
     DB.dropped = 0
     _Run.max_repr = max(budget, 1024)
-    CAP.begin(budget)
+    CAP.begin(budget, req.get("of"), int(req.get("ofmax", 0)))
     # Undo what a previous cell may have changed in the plumbing (exit()
     # closes sys.stdin; code may replace or close sys.stdout).
     if any(s.closed for s in streams):
@@ -854,17 +952,17 @@ def run_cell(req, ns, streams):
             s.flush()
         except Exception:
             pass
-    dropped = CAP.end()
-    send(
-        {
-            "t": "done",
-            "n": req.get("n", 0),
-            "status": status,
-            "dout": dropped["stdout"],
-            "derr": dropped["stderr"],
-            "ddisp": DB.dropped,
-        }
-    )
+    dropped, of = CAP.end()
+    done = {
+        "t": "done",
+        "n": req.get("n", 0),
+        "status": status,
+        "dout": dropped["stdout"],
+        "derr": dropped["stderr"],
+        "ddisp": DB.dropped,
+    }
+    done.update(of)
+    send(done)
 
 
 def main():

@@ -106,6 +106,14 @@ type RunOptions struct {
 	// Env is set in os.environ for this run only and restored afterwards
 	// (also for keys the code changed itself).
 	Env map[string]string
+	// OutputFile, when set, is a path (absolute, or relative to the
+	// driver's starting directory) where the driver keeps every byte the
+	// run writes to stdout and stderr, in the order written, whatever the
+	// Execution keeps; parent directories are made and an existing file is
+	// replaced. OutputFileLimit caps it (0: 64 MiB); see
+	// Execution.OutputFileBytes.
+	OutputFile      string
+	OutputFileLimit int64
 	// OnOutput, if set, is called for every stream chunk, display output and
 	// the result as they arrive, on the goroutine that called Run (so it must
 	// not call this Kernel). Chunks are cut wherever the writes were: a
@@ -281,6 +289,9 @@ type request struct {
 	Env     map[string]string `json:"env,omitempty"`
 	Max     int               `json:"max"`
 	MaxDisp int               `json:"maxd"`
+	// OutputFile and OutputFileLimit: RunOptions'.
+	OutputFile      string `json:"of,omitempty"`
+	OutputFileLimit int64  `json:"ofmax,omitempty"`
 }
 
 func validateEnv(env map[string]string) error {
@@ -332,11 +343,11 @@ func (k *Kernel) Run(ctx context.Context, code string, ro RunOptions) (*Executio
 	}
 	r := &runState{
 		k: k, p: p, ro: ro,
-		ex:    &Execution{Count: count},
+		ex:    &Execution{Count: count, OutputFile: ro.OutputFile},
 		began: time.Now(),
 	}
 	return r.loop(ctx, request{Op: "run", N: count, Code: code, Env: ro.Env,
-		Max: k.opts.MaxOutputBytes, MaxDisp: k.opts.MaxDisplayBytes}, timeout)
+		Max: k.opts.MaxOutputBytes, MaxDisp: k.opts.MaxDisplayBytes, OutputFile: ro.OutputFile, OutputFileLimit: ro.OutputFileLimit}, timeout)
 }
 
 // runState is one Run in progress.
@@ -347,6 +358,7 @@ type runState struct {
 	ex      *Execution
 	began   time.Time
 	out     [2]streamBuf    // stdout, stderr
+	marked  [2]int64        // bytes of each stream a marker in place already accounts for
 	used    int             // stream bytes kept
 	dispUse int             // display bytes kept
 	tlKind  OutputKind      // stream whose text tlText merges for the Timeline
@@ -433,6 +445,17 @@ func (r *runState) handle(m message) func() (*Execution, error) {
 		r.used += len(text)
 		r.out[i].b.WriteString(text)
 		r.emit(Output{Kind: kind, Text: text})
+	case msgCut:
+		i := 0
+		if m.stream == "stderr" {
+			i = 1
+		}
+		o := m.cut
+		r.marked[i] = o.Bytes
+		r.ex.DroppedLines += o.Lines
+		marker := omissionMarker(o, r.k.opts.MaxOutputBytes)
+		r.out[i].b.WriteString(marker) // not counted in used: the budget is for output
+		r.emit(Output{Kind: Omitted, Text: marker, Omission: &o})
 	case msgDisplay, msgResult:
 		size := 0
 		for _, v := range m.data {
@@ -461,6 +484,9 @@ func (r *runState) handle(m message) func() (*Execution, error) {
 		r.out[1].dropped += m.done.droppedErr
 		r.ex.DroppedOutputs += m.done.droppedDsp
 		r.ex.Exited = m.done.status == "exit"
+		if r.ex.OutputFile != "" {
+			r.ex.OutputFileBytes, r.ex.OutputFileCut, r.ex.OutputFileError = m.done.fileBytes, m.done.fileCut, m.done.fileError
+		}
 		return r.finish
 	case msgBad:
 		return func() (*Execution, error) {
@@ -508,8 +534,9 @@ func (r *runState) notice(text string) {
 // collect moves the stream buffers into the Execution, with markers.
 func (r *runState) collect() {
 	for i := range r.out {
-		if d := r.out[i].dropped; d > 0 {
-			r.ex.DroppedBytes += d
+		d := r.out[i].dropped
+		r.ex.DroppedBytes += d
+		if d -= r.marked[i]; d > 0 {
 			marker := truncationMarker(d, r.k.opts.MaxOutputBytes)
 			r.out[i].b.WriteString(marker)
 			kind := Stdout

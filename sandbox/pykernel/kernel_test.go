@@ -572,7 +572,7 @@ func TestOutputLimit(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			ex := run(t, k, c.code)
 			if c.dropped < 0 { // unknown amount
-				if ex.DroppedBytes <= 0 || !strings.Contains(ex.Stdout, "bytes dropped") {
+				if ex.DroppedBytes <= 0 || !strings.Contains(ex.Stdout, "bytes) left out here") {
 					t.Fatalf("dropped %d, stdout %q", ex.DroppedBytes, ex.Stdout)
 				}
 				if after := run(t, k, "flood.kill(); flood.wait(); 'stopped'"); resultOf(after) != "'stopped'" {
@@ -583,7 +583,7 @@ func TestOutputLimit(t *testing.T) {
 			if ex.DroppedBytes != c.dropped {
 				t.Fatalf("dropped %d, want %d", ex.DroppedBytes, c.dropped)
 			}
-			marker := fmt.Sprintf("%d bytes dropped", c.dropped)
+			marker := fmt.Sprintf("%d bytes) left out here", c.dropped)
 			if !strings.Contains(ex.Stdout, marker) || len(ex.Stdout) > 1000+300 {
 				t.Fatalf("stdout (%d bytes) lacks %q: ...%q", len(ex.Stdout), marker, ex.Stdout[max(0, len(ex.Stdout)-300):])
 			}
@@ -737,5 +737,56 @@ print('real')
 	}
 	if got := run(t, k, "1 + 1"); resultOf(got) != "2" {
 		t.Fatalf("after forgery: %+v", got)
+	}
+}
+
+// TestLongOutputKeepsItsEndAndTheFileAll: past the budget the kernel kept the start and dropped
+// the rest, so the end of a long run (its error, its summary) was lost. Now each stream keeps
+// its start and its end around an Omitted marker, and the OutputFile holds every byte, both
+// streams in the order written.
+func TestLongOutputKeepsItsEndAndTheFileAll(t *testing.T) {
+	o := testOptions(t)
+	o.MaxOutputBytes = 4000
+	k := newKernel(t, o)
+	file := filepath.Join(t.TempDir(), "sub", "out.txt")
+	code := "import sys\nfor i in range(1, 100001):\n    print(i)\nprint('the end', file=sys.stderr)"
+	ex, err := k.Run(context.Background(), code, RunOptions{Timeout: 20 * time.Second, OutputFile: file})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(ex.Stdout, "1\n2\n") || !strings.HasSuffix(ex.Stdout, "\n99999\n100000\n") || ex.Stderr != "the end\n" {
+		t.Fatalf("stdout %q…%q, stderr %q", ex.Stdout[:10], ex.Stdout[len(ex.Stdout)-20:], ex.Stderr)
+	}
+	var om *Omission
+	for _, o := range ex.Timeline {
+		if o.Kind == Omitted {
+			om = o.Omission
+		}
+	}
+	if om == nil || om.Stream != Stdout || om.Bytes != ex.DroppedBytes {
+		t.Fatalf("omission %+v, dropped %d", om, ex.DroppedBytes)
+	}
+	kept := strings.Count(ex.Stdout, "\n") - 2 // the marker's own newlines
+	if int64(kept)+om.Lines != 100000 {
+		t.Errorf("%d lines kept + %d omitted != 100000", kept, om.Lines)
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(data), "\n"); n != 100001 || !strings.HasSuffix(string(data), "100000\nthe end\n") {
+		t.Errorf("the file has %d lines, ends %q; want 100001 ending in the end", n, data[max(0, len(data)-20):])
+	}
+	if ex.OutputFileBytes != int64(len(data)) || ex.OutputFileCut != 0 || ex.OutputFileError != "" {
+		t.Errorf("file report %d/%d/%q, file %d bytes", ex.OutputFileBytes, ex.OutputFileCut, ex.OutputFileError, len(data))
+	}
+	// A cap is counted, and a file that cannot be made is said.
+	ex, _ = k.Run(context.Background(), "print('x' * 10000)", RunOptions{OutputFile: file, OutputFileLimit: 100})
+	if ex.OutputFileBytes != 100 || ex.OutputFileCut != 9901 {
+		t.Errorf("capped file: %d bytes, %d cut", ex.OutputFileBytes, ex.OutputFileCut)
+	}
+	ex, _ = k.Run(context.Background(), "print(1)", RunOptions{OutputFile: "/proc/nope/out.txt"})
+	if ex.OutputFileError == "" {
+		t.Errorf("an unwritable file was not reported")
 	}
 }

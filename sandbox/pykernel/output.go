@@ -19,7 +19,18 @@ const (
 	Display OutputKind = "display"
 	// Result is the value of the code's final expression (Output.Data).
 	Result OutputKind = "result"
+	// Omitted marks where the middle of a long stream was left out
+	// (Output.Omission says which stream and how much); the stream's text
+	// after it is its end. It appears in Execution.Timeline and OnOutput.
+	Omitted OutputKind = "omitted"
 )
+
+// Omission is what an Omitted output left out.
+type Omission struct {
+	Stream OutputKind // Stdout or Stderr
+	Bytes  int64      // bytes left out
+	Lines  int64      // newlines among them
+}
 
 // Common MIME types in Output.Data.
 const (
@@ -43,6 +54,8 @@ type Output struct {
 	// raw bytes, not base64; application/json is JSON text; the others are
 	// UTF-8 text.
 	Data map[string][]byte
+	// Omission is set for an Omitted output.
+	Omission *Omission
 }
 
 // Plain returns the text/plain form of a Display or Result output, or the
@@ -114,9 +127,20 @@ type Execution struct {
 	// the interrupt, or the process died) and the context now runs in a fresh
 	// process with no state.
 	StateLost bool
-	// DroppedBytes counts output bytes cut beyond Options.MaxOutputBytes;
-	// when non-zero, Stdout or Stderr end with a marker that says so.
+	// DroppedBytes counts output bytes cut beyond Options.MaxOutputBytes:
+	// a stream keeps its start and its end, and a marker line where its
+	// middle was left out says how much (the Timeline has an Omitted
+	// output there). DroppedLines counts the newlines among them.
 	DroppedBytes int64
+	DroppedLines int64
+	// OutputFile is RunOptions.OutputFile when one was asked for: the file
+	// holds OutputFileBytes bytes of the run's output (both streams, in the
+	// order written); OutputFileCut bytes were past RunOptions.OutputFileLimit
+	// or after a failed write, and OutputFileError says why a write failed.
+	OutputFile      string
+	OutputFileBytes int64
+	OutputFileCut   int64
+	OutputFileError string
 	// DroppedOutputs counts Display outputs (or a Result) dropped beyond
 	// Options.MaxDisplayBytes.
 	DroppedOutputs int
@@ -130,10 +154,16 @@ func (e *Execution) OK() bool {
 	return e.Error == nil && !e.TimedOut && !e.Interrupted && !e.StateLost
 }
 
-// truncationMarker is appended to a stream that was cut.
+// truncationMarker is appended to a stream that was cut at its end (the
+// driver did not keep the budget).
 func truncationMarker(dropped int64, limit int) string {
 	return fmt.Sprintf("\n[sandboxkit: output truncated, %d bytes dropped (limit %d bytes per run); "+
 		"write large output to a file and read parts of it]\n", dropped, limit)
+}
+
+// omissionMarker stands in the stream where its middle was left out.
+func omissionMarker(o Omission, limit int) string {
+	return fmt.Sprintf("\n[sandboxkit: %d lines (%d bytes) left out here; the start and the end of the output are kept (limit %d bytes per run)]\n", o.Lines, o.Bytes, limit)
 }
 
 // streamBuf collects one stream up to a shared byte budget.

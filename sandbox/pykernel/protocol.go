@@ -15,6 +15,7 @@ import (
 const (
 	msgReady   = "ready"
 	msgOut     = "out"
+	msgCut     = "cut"
 	msgDisplay = "display"
 	msgResult  = "result"
 	msgError   = "error"
@@ -41,13 +42,19 @@ type wireMessage struct {
 	Version    string            `json:"version,omitempty"`
 	Executable string            `json:"executable,omitempty"`
 	Msg        string            `json:"msg,omitempty"`
+	CutBytes   int64             `json:"b,omitempty"`
+	CutLines   int64             `json:"l,omitempty"`
+	FileBytes  int64             `json:"ofb,omitempty"`
+	FileCut    int64             `json:"ofc,omitempty"`
+	FileError  string            `json:"ofe,omitempty"`
 }
 
 // message is a decoded, validated driver message.
 type message struct {
 	kind   string
-	stream string            // out: "stdout" or "stderr"
+	stream string            // out, cut: "stdout" or "stderr"
 	text   string            // out: the chunk
+	cut    Omission          // cut: what was left out
 	data   map[string][]byte // display, result: MIME -> content
 	err    *ExecError        // error
 	done   doneInfo          // done
@@ -62,6 +69,9 @@ type doneInfo struct {
 	droppedOut int64
 	droppedErr int64
 	droppedDsp int
+	fileBytes  int64
+	fileCut    int64
+	fileError  string
 }
 
 type readyInfo struct {
@@ -96,6 +106,16 @@ func decodeMessage(line []byte) (message, error) {
 			return message{}, fmt.Errorf("out message with stream %q", w.N)
 		}
 		m.stream, m.text = stream, w.D
+	case msgCut:
+		var stream string
+		if err := json.Unmarshal(w.N, &stream); err != nil || (stream != "stdout" && stream != "stderr") {
+			return message{}, fmt.Errorf("cut message with stream %q", w.N)
+		}
+		if w.CutBytes <= 0 || w.CutLines < 0 {
+			return message{}, errors.New("cut message without a positive byte count")
+		}
+		m.stream = stream
+		m.cut = Omission{Stream: OutputKind(stream), Bytes: w.CutBytes, Lines: w.CutLines}
 	case msgDisplay, msgResult:
 		data, err := decodeBundle(w.Data, w.Bin)
 		if err != nil {
@@ -117,10 +137,11 @@ func decodeMessage(line []byte) (message, error) {
 		default:
 			return message{}, fmt.Errorf("done message with status %q", w.Status)
 		}
-		if w.DroppedOut < 0 || w.DroppedErr < 0 || w.DroppedDsp < 0 {
+		if w.DroppedOut < 0 || w.DroppedErr < 0 || w.DroppedDsp < 0 || w.FileBytes < 0 || w.FileCut < 0 {
 			return message{}, errors.New("done message with negative counts")
 		}
-		m.done = doneInfo{count: count, status: w.Status, droppedOut: w.DroppedOut, droppedErr: w.DroppedErr, droppedDsp: w.DroppedDsp}
+		m.done = doneInfo{count: count, status: w.Status, droppedOut: w.DroppedOut, droppedErr: w.DroppedErr, droppedDsp: w.DroppedDsp,
+			fileBytes: w.FileBytes, fileCut: w.FileCut, fileError: w.FileError}
 	case msgBad, msgFatal:
 		m.note = w.Msg
 	default:

@@ -28,6 +28,12 @@ func TestMCPWhatTheModelSees(t *testing.T) {
 			}
 		}
 	})
+	t.Run("the end of long Python output", func(t *testing.T) {
+		out := c.ok(t, "run_python", map[string]any{"code": "for i in range(1, 200001):\n    print(i)"})
+		if !strings.HasSuffix(out, "\n200000") || !regexp.MustCompile(`\[… [0-9,]+ lines \([0-9.]+ MB\) omitted; the whole output is in \S+: read_file`).MatchString(out) {
+			t.Errorf("run_python with 200,000 lines:\n%.200s\n…\n%s", out, out[max(0, len(out)-400):])
+		}
+	})
 	t.Run("python displays in order", func(t *testing.T) {
 		out := c.ok(t, "run_python", map[string]any{"code": "display('DISP-ONE'); print('P'); 'RES-TWO'"})
 		if !strings.Contains(out, "--- display ---\n'DISP-ONE'\n--- stdout ---\nP\n--- result ---\n'RES-TWO'") {

@@ -162,13 +162,19 @@ func (f *Files) ReadFile(ctx context.Context, path string) ([]byte, error) {
 const maxInlineWrite = 8 << 20
 
 // Write replaces a file atomically (a reader sees the old or the new
-// content, never a mix), creating parent directories. mode 0 keeps an
-// existing file's mode, or uses 0644.
+// content, never a mix), creating parent directories; through a symbolic
+// link inside the workspace it replaces the file the link leads to. The
+// new content is written beside the old before it replaces it: when that
+// does not fit, Write fails (SBX_QUOTA for the sandbox's disk quota,
+// SBX_NO_SPACE for a full file system) and the old file is unchanged.
+// mode 0 keeps an existing file's mode, or uses 0644.
 func (f *Files) Write(ctx context.Context, path string, data []byte, mode fs.FileMode) error {
 	return f.write(ctx, "Files.Write", path, data, mode, false)
 }
 
-// Append adds data at the end of a file, creating it if needed.
+// Append adds data at the end of a file, creating it if needed. It
+// writes in place (a log is not copied per line); an append that fails
+// part way, on a full disk say, is cut back, leaving the file as it was.
 func (f *Files) Append(ctx context.Context, path string, data []byte) error {
 	return f.write(ctx, "Files.Append", path, data, 0, true)
 }
@@ -185,7 +191,8 @@ func (f *Files) write(ctx context.Context, op, path string, data []byte, mode fs
 
 // Edit replaces old with new in a file. It fails with SBX_NO_MATCH when
 // old does not occur, and with SBX_AMBIGUOUS when it occurs more than once
-// and replaceAll is false. It returns the number of replacements.
+// and replaceAll is false. It returns the number of replacements. The file
+// is replaced atomically, as by Write.
 func (f *Files) Edit(ctx context.Context, path, old, new string, replaceAll bool) (int, error) {
 	var rep agent.FSEditReply
 	err := f.do(ctx, "Files.Edit", "fs.edit", path, agent.FSEditRequest{Path: path, Old: old, New: new, ReplaceAll: replaceAll}, &rep)
@@ -274,7 +281,12 @@ func (f *Files) Glob(ctx context.Context, pattern, dir string) (*GlobResult, err
 }
 
 // CopyIn extracts a tar stream into dir in the workspace (host ->
-// sandbox). Entries leading outside dir are refused; limits apply.
+// sandbox). Entries leading outside dir, or named with control
+// characters, are refused; limits apply. Each file is replaced
+// atomically, as by Write: when the stream fails or ends inside an entry,
+// or the sandbox is killed meanwhile, that file keeps its old content (the
+// entries before it are written). A failing tarStream's own error is
+// returned (errors.Is finds it), with SBX_INVALID_ARGUMENT.
 func (f *Files) CopyIn(ctx context.Context, dir string, tarStream io.Reader) error {
 	const op = "Files.CopyIn"
 	start := time.Now()

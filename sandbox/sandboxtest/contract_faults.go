@@ -90,6 +90,7 @@ func testFullQuota(t *testing.T, newSandbox Factory) {
 		if got != next {
 			t.Fatalf("a write that succeeded left %d bytes", len(got))
 		}
+		t.Log("the write went through: this backend's quota left room for both copies")
 		return
 	}
 	wantCode(t, "Write past the quota", err, sandbox.CodeQuota)

@@ -224,3 +224,44 @@ func TestSearchStoppedAtMaxResultsIsTruncated(t *testing.T) {
 		}
 	}
 }
+
+// FuzzLineMatcher checks the pattern rewrite (newlines taken out of
+// classes, \A and \z as line anchors, the tree printed and compiled again)
+// against the definition: a line is reported exactly when the pattern
+// matches that line alone. Patterns that regexp refuses, or that need a
+// newline, are skipped.
+func FuzzLineMatcher(f *testing.F) {
+	for _, p := range []string{`a+$`, `(a+)+$`, `http.*\.png$`, `[^x]b`, `(?s).`, `\Aab\z`, `(?i)Straße`, `\bx\B`, `[\s\S]{2}`, `a|\n|b`, `(?U)a+?`, `\pL+\d`} {
+		f.Add(p, "ab\naab\nxb\nStrasse STRASSE\n\nhttp://x.png\n1a2\n", uint8(0))
+	}
+	f.Fuzz(func(t *testing.T, pattern, text string, chunk uint8) {
+		ref, err := regexp.Compile("(?m)" + pattern)
+		if err != nil {
+			return
+		}
+		m, werr := NewLineMatcher(pattern, false)
+		if werr != nil {
+			return
+		}
+		if chunk > 0 {
+			m.chunk = int(chunk)
+		}
+		var want, got []string
+		if text != "" {
+			for _, line := range strings.Split(strings.TrimSuffix(text, "\n"), "\n") {
+				if ref.MatchString(line) {
+					want = append(want, line)
+				}
+			}
+		}
+		if err := m.EachLine(t.Context(), []byte(text), func(start, end int) bool {
+			got = append(got, text[start:end])
+			return true
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("pattern %q (chunk %d) on %q: lines %q, want %q", pattern, m.chunk, text, got, want)
+		}
+	})
+}

@@ -277,7 +277,7 @@ func (g *policyGuard) check(ctx context.Context, tool string, args json.RawMessa
 	}
 
 	var found []finding
-	var commands []string
+	var commands []shellscan.Command
 	for i, r := range p.rules {
 		if r.Tool == "" {
 			continue
@@ -325,7 +325,7 @@ func (g *policyGuard) check(ctx context.Context, tool string, args json.RawMessa
 				found = append(found, finding{decision: p.undecidable, by: "default", subject: u.Text, reason: u.Reason})
 			}
 			for _, c := range sc.Commands {
-				commands = append(commands, c.String())
+				commands = append(commands, c)
 				found = append(found, p.decideCommand(c)...)
 			}
 		}
@@ -437,8 +437,11 @@ func (g *policyGuard) decide(found []finding) (decision Decision, why *finding, 
 }
 
 // request builds what the approver is shown, and returns the first finding that asks.
-func (g *policyGuard) request(tool string, args json.RawMessage, commands []string, found []finding) (ApprovalRequest, *finding) {
-	req := ApprovalRequest{Tool: tool, Arguments: args, Commands: commands}
+func (g *policyGuard) request(tool string, args json.RawMessage, commands []shellscan.Command, found []finding) (ApprovalRequest, *finding) {
+	req := ApprovalRequest{Tool: tool, Arguments: args}
+	for _, c := range commands {
+		req.Commands = append(req.Commands, c.String())
+	}
 	var first *finding
 	for i := range found {
 		f := &found[i]

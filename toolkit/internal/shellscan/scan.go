@@ -186,19 +186,25 @@ func isIdentifier(s string) bool {
 	return true
 }
 
-func (s *scanner) unknown(text, reason string, args ...any) {
-	s.res.Unknown = append(s.res.Unknown, Unknown{Text: shorten(text), Reason: fmt.Sprintf(reason, args...)})
+// source returns the text an Unknown is about; printing it is left until one is found (it
+// was a quarter of a scan's time when done for every command).
+type source func() string
+
+func textOf(s string) source { return func() string { return s } }
+
+func (s *scanner) unknown(text source, reason string, args ...any) {
+	s.res.Unknown = append(s.res.Unknown, Unknown{Text: shorten(text()), Reason: fmt.Sprintf(reason, args...)})
 }
 
 // text parses src and scans every simple command in it.
 func (s *scanner) text(src string, via []string, depth int) {
 	if depth > maxDepth {
-		s.unknown(src, "commands nested more than %d levels deep are not followed", maxDepth)
+		s.unknown(textOf(src), "commands nested more than %d levels deep are not followed", maxDepth)
 		return
 	}
 	f, err := syntax.NewParser(syntax.Variant(syntax.LangBash)).Parse(strings.NewReader(src), "")
 	if err != nil {
-		s.unknown(src, "it cannot be parsed as a shell command (%v)", err)
+		s.unknown(textOf(src), "it cannot be parsed as a shell command (%v)", err)
 		return
 	}
 	syntax.Walk(f, func(n syntax.Node) bool {
@@ -218,7 +224,7 @@ func (s *scanner) text(src string, via []string, depth int) {
 		return true
 	})
 	if len(s.res.Commands)+len(s.res.Unknown) > maxCommands {
-		s.unknown(src, "it runs more than %d commands, past what is checked", maxCommands)
+		s.unknown(textOf(src), "it runs more than %d commands, past what is checked", maxCommands)
 	}
 }
 
@@ -243,7 +249,7 @@ func (s *scanner) call(c *syntax.CallExpr, via []string, depth int) {
 		expanded := expandWord(w, i == 0)
 		words = append(words, expanded...)
 	}
-	s.argv(words, via, depth, printNode(c))
+	s.argv(words, via, depth, func() string { return printNode(c) })
 }
 
 // expandWord returns the values a word stands for: one usually, several after brace
@@ -367,7 +373,7 @@ func unescape(s string, dquoted bool) string {
 
 // argv scans one command given as words, after the shell's expansion: the program, then
 // what it runs in turn (wrappers, shells, aliases, functions).
-func (s *scanner) argv(words []Word, via []string, depth int, src string) {
+func (s *scanner) argv(words []Word, via []string, depth int, src source) {
 	if len(words) == 0 {
 		return
 	}

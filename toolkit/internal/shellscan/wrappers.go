@@ -58,7 +58,7 @@ var wrappers = map[string]wrapper{
 var shells = map[string]bool{"sh": true, "bash": true, "dash": true, "zsh": true, "ksh": true, "mksh": true, "ash": true, "rbash": true, "fish": true, "yash": true, "posh": true}
 
 // inner scans what a program runs in turn.
-func (s *scanner) inner(name, prog string, args []Word, via []string, depth int, src string) {
+func (s *scanner) inner(name, prog string, args []Word, via []string, depth int, src source) {
 	switch {
 	case shells[name]:
 		s.shell(name, args, via, depth, src)
@@ -246,7 +246,7 @@ func literalJoin(ws []Word) (string, bool) {
 }
 
 // shell scans `bash -c TEXT`, `bash script`, and a shell reading its input.
-func (s *scanner) shell(name string, args []Word, via []string, depth int, src string) {
+func (s *scanner) shell(name string, args []Word, via []string, depth int, src source) {
 	command := false
 	for i := 0; i < len(args); i++ {
 		a := args[i]
@@ -287,7 +287,7 @@ func (s *scanner) shell(name string, args []Word, via []string, depth int, src s
 	s.unknown(src, "%s reads its commands from its input, which the policy cannot see", name)
 }
 
-func (s *scanner) shellOperand(name string, a Word, command bool, via []string, depth int, src string) {
+func (s *scanner) shellOperand(name string, a Word, command bool, via []string, depth int, src source) {
 	switch {
 	case a.Dynamic:
 		s.unknown(src, "%s runs %s, only known when it runs", name, a.Text)
@@ -299,7 +299,7 @@ func (s *scanner) shellOperand(name string, a Word, command bool, via []string, 
 }
 
 // find scans the commands of -exec, -execdir, -ok and -okdir.
-func (s *scanner) find(args []Word, via []string, depth int, src string) {
+func (s *scanner) find(args []Word, via []string, depth int, src source) {
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		if a.Dynamic || (a.Text != "-exec" && a.Text != "-execdir" && a.Text != "-ok" && a.Text != "-okdir") {
@@ -315,7 +315,7 @@ func (s *scanner) find(args []Word, via []string, depth int, src string) {
 }
 
 // alias records `alias name=value` definitions; a value only known at run time is Unknown.
-func (s *scanner) alias(args []Word, src string) {
+func (s *scanner) alias(args []Word, src source) {
 	for _, a := range args {
 		if a.Dynamic {
 			s.unknown(src, "alias defines a name from a value only known when it runs")

@@ -481,3 +481,21 @@ rules:
 		}
 	}
 }
+
+// TestPolicyCoversEveryToolThatRunsShellText: the same command is refused whichever built-in
+// runs it.
+func TestPolicyCoversEveryToolThatRunsShellText(t *testing.T) {
+	p := toolkit.DenyCommands("rm")
+	for _, tt := range []struct{ tool, args string }{
+		{"run_command", `{"command":"/bin/rm x"}`},
+		{"start_background", `{"command":"sleep 1; /bin/rm x"}`},
+		{"bash", `{"command":"/bin/rm x"}`},
+		{"bash", `{"input":"/bin/rm x\n"}`},
+		{"run_python", `{"code":"!/bin/rm x"}`},
+	} {
+		var asked []toolkit.ApprovalRequest
+		if got, text := outcome(t, p, &asked, tt.tool, tt.args); got != "deny" || !strings.Contains(text, `deny command "rm"`) {
+			t.Errorf("%s %s: %s\n%s", tt.tool, tt.args, got, text)
+		}
+	}
+}

@@ -49,6 +49,7 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	fmt.Fprintf(stdout, "%-16s %s\n", "best buildable", caps.Best)
 	doctorSockets(stdout, caps)
+	doctorDocker(ctx, stdout)
 	sb, err := sandbox.New(ctx)
 	if err != nil {
 		fmt.Fprintf(stdout, "%-16s fails: %v\n", "sandbox.New", err)

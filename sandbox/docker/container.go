@@ -362,7 +362,7 @@ func (d *Driver) isolation(p *plan, f *engineFacts, id, imageID string, ag *agen
 	if p.cfg.Workspace == "" {
 		fs += "tmpfs " + workspacePath
 	} else {
-		fs += "bind-mounted host workspace"
+		fs += "bind-mounted workspace directory"
 	}
 	if !f.seccomp {
 		syscalls = "no seccomp profile on this engine"
@@ -412,11 +412,18 @@ func (d *Driver) isolation(p *plan, f *engineFacts, id, imageID string, ag *agen
 	if !f.seccomp && p.tier != driver.TierGVisor {
 		gaps = append(gaps, "the engine applies no seccomp profile")
 	}
-	host := ""
+	// HostWorkspace is a directory of this machine: only when the engine
+	// is. With an engine elsewhere the files are on its machine, and Info
+	// says so instead (engine_workspace, engine_host).
+	host, engineWS := "", ""
 	if p.cfg.Workspace != "" {
-		host = p.cfg.Workspace
+		if d.target.local {
+			host = p.cfg.Workspace
+		} else {
+			engineWS = p.cfg.Workspace
+		}
 	}
-	return driver.Isolation{
+	iso := driver.Isolation{
 		Tier: p.tier, Controls: cs, Gaps: gaps,
 		WorkspacePath: workspacePath, HostWorkspace: host,
 		Extra: map[string]string{
@@ -429,8 +436,14 @@ func (d *Driver) isolation(p *plan, f *engineFacts, id, imageID string, ag *agen
 			"api_version":    f.api,
 			"cgroup":         f.cgroup,
 			"agent":          ag.source,
+			"engine_host":    d.target.where,
 		},
 	}
+	if engineWS != "" {
+		iso.Extra["engine_workspace"] = engineWS
+		iso.Gaps = append(iso.Gaps, fmt.Sprintf("the workspace is %s on the Docker engine's machine (%s), which may not be this one", engineWS, d.target.where))
+	}
+	return iso
 }
 
 func tmpSize(l driver.Limits) int64 {

@@ -6,10 +6,14 @@
 // container, not a `docker exec` (an exec is a round of API calls, a runc
 // exec and a new process tree per command).
 //
-// It talks to the engine with github.com/docker/docker's client, configured
-// from the environment (DOCKER_HOST, DOCKER_TLS_VERIFY, DOCKER_CERT_PATH) and
-// negotiating the API version, so it works with Debian's engine (API 1.41)
-// and newer ones, local or remote.
+// It talks to the engine with github.com/docker/docker's client, negotiating
+// the API version, so it works with Debian's engine (API 1.41) and newer
+// ones, local or remote. The engine is found as the docker CLI finds it
+// (engine.go): WithHost or WithContext; else DOCKER_HOST (with
+// DOCKER_TLS_VERIFY and DOCKER_CERT_PATH); else DOCKER_CONTEXT; else the
+// CLI's current context (`docker context use`); else the default socket.
+// An ssh:// host goes through the docker CLI's connection helper (`ssh HOST
+// docker system dial-stdio`), contexts through its context store.
 //
 // # How the agent gets into the container
 //
@@ -41,11 +45,14 @@
 // user and sized by Limits.DiskBytes, which makes the disk quota a hard limit
 // enforced by the kernel and works with any engine, local or remote. Its
 // contents live as long as the sandbox: copy results out through the
-// sandbox's file API before Close. A host directory given as
-// driver.Config.Workspace is bind-mounted instead; that only works when the
-// engine runs on this machine (a remote engine would mount its own
-// directory of that name), and it cannot enforce a disk quota, so a
-// DiskBytes limit with a host workspace is refused.
+// sandbox's file API before Close. A directory given as
+// driver.Config.Workspace is bind-mounted instead. The engine mounts its
+// own machine's directory of that name, so with an engine reached other
+// than through a local socket (tcp://, ssh://, a context: possibly another
+// machine) it is refused unless WithWorkspaceOnEngine says the path exists
+// there; Info then reports it as the engine's (engine_workspace,
+// engine_host), not as a directory of this machine. A bind mount cannot
+// enforce a disk quota, so a DiskBytes limit with one is refused.
 //
 // # Threat model
 //

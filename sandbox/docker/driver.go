@@ -75,6 +75,8 @@ type settings struct {
 	agentPath string
 	cpus      string
 	host      string
+	context   string
+	wsEngine  bool
 	cli       *client.Client
 }
 
@@ -104,8 +106,28 @@ func WithCPUs(cpus float64) Option {
 }
 
 // WithHost connects to the engine at host (e.g. "unix:///run/docker.sock",
-// "tcp://10.0.0.2:2376") instead of $DOCKER_HOST.
+// "tcp://10.0.0.2:2376", "ssh://user@build-box") instead of the one the
+// environment names. Without it the engine is found as the docker CLI
+// finds it: $DOCKER_HOST, else $DOCKER_CONTEXT, else the CLI's current
+// context (`docker context use`), else the default socket. An ssh:// host
+// runs `ssh HOST docker system dial-stdio`, like the CLI: the engine's
+// machine needs the docker CLI, and ssh its usual configuration (keys,
+// known hosts).
 func WithHost(host string) Option { return func(s *settings) { s.host = host } }
+
+// WithContext connects to the engine of the docker CLI context name (as
+// `docker --context NAME`), read from the CLI's context store in
+// $DOCKER_CONFIG or ~/.docker.
+func WithContext(name string) Option { return func(s *settings) { s.context = name } }
+
+// WithWorkspaceOnEngine says that a host workspace path
+// (sandbox.WithWorkspace) names a directory on the Docker engine's
+// machine. An engine reached other than through a local socket (tcp://,
+// ssh://, a context) may run on another machine, where the path would name
+// a different directory or none, so a host workspace is refused with such
+// an engine unless this option is given; Info then names the workspace as
+// a path on the engine's machine, not on this one.
+func WithWorkspaceOnEngine() Option { return func(s *settings) { s.wsEngine = true } }
 
 // WithClient uses an existing engine client; the Driver does not close it.
 func WithClient(c *client.Client) Option { return func(s *settings) { s.cli = c } }
@@ -122,6 +144,7 @@ type Driver struct {
 	engine  *engineFacts    // nil until the engine answered once
 	volumes map[string]bool // agent volumes known to be filled
 	volMu   sync.Mutex      // serialises filling agent volumes
+	target  engineTarget    // how the engine is reached
 
 	// as overrides the creator recorded on containers (tests: a process
 	// that is gone, another machine); nil means this process.
@@ -156,13 +179,14 @@ func New(opts ...Option) *Driver {
 	}
 	if d.s.cli != nil {
 		d.cli = d.s.cli
+		d.target = engineTarget{where: d.cli.DaemonHost(), local: isSocket(d.cli.DaemonHost())}
 		return d
 	}
-	copts := []client.Opt{client.FromEnv, client.WithAPIVersionNegotiation()}
-	if d.s.host != "" {
-		copts = append(copts, client.WithHost(d.s.host))
+	d.target, d.cliErr = resolveEngine(d.s)
+	if d.cliErr != nil {
+		return d
 	}
-	d.cli, d.cliErr = client.NewClientWithOpts(copts...)
+	d.cli, d.cliErr = client.NewClientWithOpts(d.target.opts...)
 	d.ownsCli = d.cliErr == nil
 	return d
 }
@@ -287,7 +311,10 @@ func (d *Driver) resolve(cfg driver.Config) (*plan, error) {
 		return nil, driver.Errorf(CodeInvalidArgument, nil, fmt.Sprintf("docker pull policy %q is not one of missing, never, always", p.pull))
 	}
 	if p.user == "" {
-		p.user = defaultUser(cfg.Workspace)
+		p.user = DefaultUser
+		if d.target.local {
+			p.user = defaultUser(cfg.Workspace)
+		}
 	}
 	m := uidGidRE.FindStringSubmatch(p.user)
 	if m == nil {
@@ -312,19 +339,24 @@ func (d *Driver) resolve(cfg driver.Config) (*plan, error) {
 		return nil, driver.Errorf(CodeInvalidArgument, nil, fmt.Sprintf(
 			"sandbox id %q cannot name a container: use letters, digits, '_', '.', '-' (at most 90)", cfg.ID))
 	}
+	if cfg.Workspace != "" && !d.target.local && !d.s.wsEngine {
+		return nil, driver.Errorf(CodeInvalidArgument, nil, fmt.Sprintf(
+			"the Docker engine at %s may run on another machine, where the workspace %s would be that machine's directory of the name (or none); "+
+				"if the directory exists on the engine's machine, say so with docker.WithWorkspaceOnEngine(); else leave the workspace empty (a tmpfs workspace in the container) and copy files in and out",
+			d.target.where, cfg.Workspace))
+	}
 	if cfg.Workspace != "" && cfg.Limits.DiskBytes > 0 {
 		return nil, driver.Errorf(CodeIsolationUnavailable, nil,
 			"the docker backend cannot enforce a disk quota on a host workspace directory; leave Workspace empty (a tmpfs workspace sized by the quota) or set no disk limit")
 	}
-	if cfg.Workspace != "" {
+	if cfg.Workspace != "" && d.target.local {
+		// Only here can the directory be looked at; on the engine's
+		// machine a missing one fails the container's creation.
 		if err := checkHostWorkspace(cfg.Workspace, p.uid, p.gid); err != nil {
 			return nil, err
 		}
 	}
-	p.tier = driver.TierContainer
-	if p.runtime == "runsc" || strings.HasPrefix(p.runtime, "runsc-") {
-		p.tier = driver.TierGVisor
-	}
+	p.tier = tierOf(p.runtime)
 	if p.tier < cfg.MinTier {
 		return nil, driver.Errorf(CodeIsolationUnavailable, nil, fmt.Sprintf(
 			"the docker backend with runtime %q gives tier %s, below the required %s; use the runsc runtime (gVisor) or another backend",

@@ -85,4 +85,17 @@
 // [Render] and friends format tool output the same compact way for every tool (exit code,
 // stdout/stderr sections, truncation markers that say how to get the rest), so a model learns
 // one layout.
+//
+// # What the model sees of long output
+//
+// Output a model reads (run_command, bash, background jobs, run_python streams) shows its start
+// and its end, [DefaultShownOutput] in all per stream ([OutputLimit]), around one marker line:
+// "[… 196,971 lines (1.3 MB) omitted; the whole output is in FILE: read_file with offset, or
+// search_files …]". The whole output is written to FILE under ".sandboxkit/outputs" where it
+// is produced — by the agent for commands and jobs (sandbox.Command.OutputFile), by the bash
+// session as it cleans the terminal's output, by the Python driver inside the sandbox — up to
+// [SavedOutputLimit]; the marker says when even the file was cut or could not be written. A
+// file is removed again when its output was shown whole. run_python shows prints, display()
+// outputs and the result in the order the code produced them. Messages name tools and
+// arguments (never Go APIs), and what they quote of the model's input is bounded.
 package toolkit

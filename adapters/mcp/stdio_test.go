@@ -7,13 +7,17 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/sandboxkit/sandboxkit/toolkit"
 )
 
 // hostileLines are the lines that ended a go-sdk stdio session (issue 18),
@@ -257,6 +261,15 @@ func TestNoErrorReplyHasCodeZero(t *testing.T) {
 	}
 }
 
+// counterKit is the fuzz test's toolkit: one tool, so no line can end or replace the toolkit
+// on purpose (the test factory's "die" would) or block the calls after it ("wait").
+func counterKit(context.Context) (*toolkit.Toolkit, func(), error) {
+	var n atomic.Int32
+	return toolkit.Of(toolkit.New("count", "Count calls.", func(ctx context.Context, _ countIn) (countOut, error) {
+		return countOut{Kit: 1, Count: int(n.Add(1))}, nil
+	})), func() {}, nil
+}
+
 // FuzzLineTransport feeds a random line to the server between two valid
 // calls: the second call must work on the same toolkit, and any reply the
 // line got must be a JSON-RPC error with a code.
@@ -265,18 +278,26 @@ func FuzzLineTransport(f *testing.F) {
 		f.Add([]byte(h.line))
 	}
 	f.Add([]byte(`{"jsonrpc":"2.0","id":"raw-x","method":"tools/call","params":{"name":"count"}}`))
-	f.Add([]byte(`{"jsonrpc":"2.0","id":1,"result":{}}`))
+	f.Add([]byte(`{"jsonrpc":"2.0","id":"raw-y","result":{}}`))
+	f.Add([]byte(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":3}}`))
 	f.Fuzz(func(t *testing.T, line []byte) {
-		if bytes.ContainsAny(line, "\n") {
-			line = bytes.ReplaceAll(line, []byte("\n"), []byte(" "))
+		line = bytes.ReplaceAll(line, []byte("\n"), []byte(" "))
+		var m map[string]json.RawMessage
+		if json.Unmarshal(line, &m) == nil {
+			if _, err := strconv.ParseInt(string(bytes.TrimSpace(m["id"])), 10, 64); err == nil {
+				// The SDK client numbers its own requests 1, 2, 3...: a line with such an
+				// id is the same client reusing an id, not a line the server mishandles.
+				t.Skip("numeric id: may collide with the client's own request ids")
+			}
 		}
-		fk := &factory{}
-		srv := NewServer(fk.make, nil)
+		srv := NewServer(counterKit, nil)
 		defer srv.Close()
 		cs, tp, _ := lineSession(t, srv, nil)
 		call(t, cs, "count", nil)
 		tp.inject(string(line))
-		res, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "count"})
+		ctx, cancel := context.WithTimeout(context.Background(), bound)
+		defer cancel()
+		res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "count"})
 		if err != nil {
 			t.Fatalf("after %q: %v", line, err)
 		}

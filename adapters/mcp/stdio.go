@@ -224,8 +224,12 @@ func (c *lineConn) check(line []byte) jsonrpc.Message {
 		c.refuse(answerable(fields, id), jsonrpc.CodeInvalidRequest, "invalid request: "+err.Error(), line)
 		return nil
 	}
-	if req, ok := msg.(*jsonrpc.Request); ok {
-		c.track(req)
+	if req, ok := msg.(*jsonrpc.Request); ok && !c.track(req) {
+		// A cancellation of a request that is not in flight (answered
+		// already, or never sent) is ignored, as MCP says: passed on, the
+		// SDK would apply it later, to whatever request then has that id.
+		c.log.Debug("ignored a cancellation of a request not in flight", "line", logSnippet(line))
+		return nil
 	}
 	return msg
 }
@@ -312,27 +316,32 @@ func logSnippet(line []byte) string {
 }
 
 // track records the client's calls in flight and its cancellations of them.
-func (c *lineConn) track(req *jsonrpc.Request) {
+// It returns false for a cancellation of a request that is not in flight.
+func (c *lineConn) track(req *jsonrpc.Request) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if req.IsCall() {
 		c.inflight[req.ID] = false
-		return
+		return true
 	}
 	if req.Method != "notifications/cancelled" {
-		return
+		return true
 	}
 	var p struct {
 		RequestID any `json:"requestId"`
 	}
 	if json.Unmarshal(req.Params, &p) != nil {
-		return
+		return true // malformed params: the SDK answers nothing to a notification either way
 	}
-	if id, err := jsonrpc.MakeID(p.RequestID); err == nil {
-		if _, ok := c.inflight[id]; ok {
-			c.inflight[id] = true
-		}
+	id, err := jsonrpc.MakeID(p.RequestID)
+	if err != nil {
+		return true
 	}
+	if _, ok := c.inflight[id]; !ok {
+		return false
+	}
+	c.inflight[id] = true
+	return true
 }
 
 // Read returns the next well-formed message.

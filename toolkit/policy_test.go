@@ -499,3 +499,27 @@ func TestPolicyCoversEveryToolThatRunsShellText(t *testing.T) {
 		}
 	}
 }
+
+// TestPolicyReadsArgumentsAsTheToolDoes: JSON the policy and the tool could read differently
+// (a duplicated key, a key escaped or in another case) never runs a command the policy did
+// not see.
+func TestPolicyReadsArgumentsAsTheToolDoes(t *testing.T) {
+	for _, args := range []string{
+		`{"command":"echo hi","command":"/bin/rm x"}`,
+		`{"command":"echo hi","comm\u0061nd":"/bin/rm x"}`,
+		`{"command":"echo hi","Command":"/bin/rm x"}`,
+		`{"COMMAND":"/bin/rm x"}`,
+	} {
+		var r recorder
+		kit := r.kit()
+		kit.SetPolicy(toolkit.DenyCommands("rm"))
+		if _, err := kit.Call(context.Background(), "run_command", json.RawMessage(args)); err != nil {
+			t.Fatal(err)
+		}
+		for _, ran := range r.ran {
+			if strings.Contains(ran, "rm") {
+				t.Errorf("%s: the tool ran %q", args, ran)
+			}
+		}
+	}
+}

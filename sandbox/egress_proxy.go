@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -51,7 +52,10 @@ type egressEvent struct {
 type egressProxy struct {
 	policy *compiledPolicy
 	audit  func(egressEvent)
-	dialer net.Dialer
+	// dialer dials checked addresses (a net.Dialer; tests record instead).
+	dialer interface {
+		DialContext(ctx context.Context, network, addr string) (net.Conn, error)
+	}
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -69,7 +73,7 @@ func newEgressProxy(cp *compiledPolicy, audit func(egressEvent)) *egressProxy {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &egressProxy{policy: cp, audit: audit, ctx: ctx, cancel: cancel,
 		slots: make(chan struct{}, cp.maxConns), conns: map[net.Conn]struct{}{},
-		dialer: net.Dialer{Timeout: egressDialTimeout}}
+		dialer: &net.Dialer{Timeout: egressDialTimeout}}
 }
 
 // serve accepts connections from l until it fails (the sandbox closed).
@@ -473,19 +477,32 @@ func readClientHello(br *bufio.Reader) (string, []byte, error) {
 	}
 	var rec bytes.Buffer
 	var sni string
-	seen := false
+	seen, ech := false, false
 	hc := &helloConn{r: io.TeeReader(br, &rec)}
 	err = tls.Server(hc, &tls.Config{GetConfigForClient: func(h *tls.ClientHelloInfo) (*tls.Config, error) {
 		sni, seen = h.ServerName, true
+		ech = slices.Contains(h.Extensions, extEncryptedClientHello)
 		return nil, errHelloRead
 	}}).Handshake()
 	if !seen {
 		return "", nil, fmt.Errorf("the tunnel's TLS client hello is unreadable: %v", err)
 	}
+	if ech {
+		// With Encrypted Client Hello the server name checked here is
+		// only the outer, public one; the real one is encrypted for the
+		// destination (a CDN would route to any of its sites). Browsers
+		// send a placeholder ECH extension by default (Chrome's GREASE);
+		// they need it off to pass.
+		return "", nil, fmt.Errorf("the TLS client hello uses Encrypted Client Hello, which hides the real server name from the check (turn ECH off in the client)")
+	}
 	return sni, rec.Bytes(), nil
 }
 
 var errHelloRead = errors.New("client hello read")
+
+// extEncryptedClientHello is the TLS extension of Encrypted Client Hello
+// (RFC 9849).
+const extEncryptedClientHello = 0xfe0d
 
 // helloConn feeds a TLS server handshake from a reader and discards what
 // it writes (the alert sent when the handshake is stopped).

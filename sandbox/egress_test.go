@@ -1,6 +1,8 @@
 package sandbox
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"net"
 	"net/netip"
@@ -191,4 +193,57 @@ func TestEgressRefusedWhereNotHeld(t *testing.T) {
 
 func isoOf(t Tier, c Control) driver.Isolation {
 	return driver.Isolation{Tier: t, Controls: []Control{c}}
+}
+
+// clientHello builds a TLS 1.2-style client hello record carrying the
+// server name sni and, when ech is set, an Encrypted Client Hello
+// extension with a placeholder payload.
+func clientHello(sni string, ech bool) []byte {
+	u16 := func(b []byte, v int) []byte { return append(b, byte(v>>8), byte(v)) }
+	var exts []byte
+	if sni != "" {
+		name := u16([]byte{0}, len(sni)) // host_name, length
+		name = append(name, sni...)
+		list := u16(nil, len(name))
+		list = append(list, name...)
+		exts = u16(exts, 0) // server_name
+		exts = u16(exts, len(list))
+		exts = append(exts, list...)
+	}
+	if ech {
+		payload := make([]byte, 40)
+		exts = u16(exts, extEncryptedClientHello)
+		exts = u16(exts, len(payload))
+		exts = append(exts, payload...)
+	}
+	body := []byte{3, 3}                     // client_version TLS 1.2
+	body = append(body, make([]byte, 32)...) // random
+	body = append(body, 0)                   // session id
+	body = u16(body, 2)
+	body = u16(body, 0xc02f)  // TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256
+	body = append(body, 1, 0) // compression: null
+	body = u16(body, len(exts))
+	body = append(body, exts...)
+	hs := append([]byte{1, byte(len(body) >> 16), byte(len(body) >> 8), byte(len(body))}, body...)
+	return append(u16([]byte{0x16, 3, 1}, len(hs)), hs...)
+}
+
+// TestReadClientHello: the server name comes from crypto/tls's own parse,
+// every byte read is kept for the destination, and a hello hiding its
+// real name with Encrypted Client Hello is refused.
+func TestReadClientHello(t *testing.T) {
+	hello := clientHello("pkgs.test", false)
+	sni, raw, err := readClientHello(bufio.NewReader(bytes.NewReader(append(slices.Clone(hello), "more"...))))
+	if err != nil || sni != "pkgs.test" || !bytes.HasPrefix(append(raw, "more"...), hello) {
+		t.Fatalf("readClientHello = %q, %d bytes, %v; want pkgs.test and the hello's %d bytes", sni, len(raw), err, len(hello))
+	}
+	if _, _, err := readClientHello(bufio.NewReader(bytes.NewReader(clientHello("pkgs.test", true)))); err == nil || !strings.Contains(err.Error(), "Encrypted Client Hello") {
+		t.Errorf("a hello with ECH: %v, want a refusal naming Encrypted Client Hello", err)
+	}
+	if _, _, err := readClientHello(bufio.NewReader(strings.NewReader("GET / HTTP/1.1\r\n\r\n"))); err == nil || !strings.Contains(err.Error(), "does not start with a TLS client hello") {
+		t.Errorf("plain HTTP in a tunnel: %v", err)
+	}
+	if _, _, err := readClientHello(bufio.NewReader(bytes.NewReader([]byte{0x16, 3, 1, 0, 5, 1, 0, 0, 1, 0}))); err == nil {
+		t.Error("a malformed hello was accepted")
+	}
 }

@@ -48,7 +48,10 @@
 // -execdir, command, exec, ...). Quoting is undone as the shell does (\rm, 'r'm, r""m and
 // $'\x72m' are rm), brace expansion is applied, and assignments before a command are skipped.
 // In a bash session the aliases and functions the session defines are followed from the
-// commands sent to it, so a later call of such a name is decided by what it runs.
+// commands sent to it, so a later call of such a name is decided by what it runs. Sandbox
+// sessions read no startup files, so that is all they define, except what a source or eval
+// defines — which the Undecidable default refuses, or a person approved without the policy
+// seeing its definitions.
 //
 // The rule language: a pattern is words separated by spaces.
 //

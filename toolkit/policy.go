@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/sandboxkit/sandboxkit/sandbox/shell"
 	"github.com/sandboxkit/sandboxkit/toolkit/internal/shellscan"
 )
 
@@ -310,8 +311,15 @@ func (g *policyGuard) check(ctx context.Context, tool string, args json.RawMessa
 			g.mu.Lock()
 			defs = g.defs[session].Clone()
 			g.mu.Unlock()
-			for _, key := range []string{"command", "input"} {
-				if s, ok := str(key); ok {
+			if s, ok := str("command"); ok {
+				scans = append(scans, shellscan.Shell(s, defs))
+			}
+			// Input is typed into the session; bash reads it as commands once the running
+			// program exits without reading it. Key names (C-c, Enter) are not text: the
+			// session sends them as keys (the same test decides), and history, which Up
+			// would recall, is off in sandbox sessions.
+			if s, ok := str("input"); ok {
+				if _, keys := shell.ParseKeys(s); !keys {
 					scans = append(scans, shellscan.Shell(s, defs))
 				}
 			}

@@ -500,6 +500,26 @@ func TestPolicyCoversEveryToolThatRunsShellText(t *testing.T) {
 	}
 }
 
+// TestPolicyLetsKeysThrough: in allow-list mode, keys sent to a bash session (C-c to
+// interrupt) are keys, not commands to decide; text typed there is decided.
+func TestPolicyLetsKeysThrough(t *testing.T) {
+	p, err := toolkit.NewPolicy(rules(t, "allow ls"), toolkit.UnmatchedCommands(toolkit.Deny))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var asked []toolkit.ApprovalRequest
+	for args, want := range map[string]string{
+		`{"input":"C-c"}`:        "allow",
+		`{"input":"Escape C-d"}`: "allow",
+		`{"input":"ls -l"}`:      "allow",
+		`{"input":"cat x"}`:      "deny",
+	} {
+		if got, text := outcome(t, p, &asked, "bash", args); got != want {
+			t.Errorf("bash %s: %s, want %s\n%s", args, got, want, text)
+		}
+	}
+}
+
 // TestPolicyReadsArgumentsAsTheToolDoes: JSON the policy and the tool could read differently
 // (a duplicated key, a key escaped or in another case) never runs a command the policy did
 // not see.

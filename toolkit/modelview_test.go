@@ -50,6 +50,9 @@ func TestLongOutputHeadAndTail(t *testing.T) {
 			if !strings.Contains(res.Text, "\n1\n2\n3\n") {
 				t.Errorf("the start of the output is not shown:\n%.300s", res.Text)
 			}
+			if strings.Contains(res.Text, "Limits.") || strings.Contains(res.Text, "MaxOutputBytes") {
+				t.Errorf("the result names Go API a model cannot use:\n%s", markerLines(res.Text))
+			}
 			if last := lines[len(lines)-1]; last != "200000" {
 				t.Errorf("the last line shown is %q, want 200000 (the end of the output)", last)
 			}
@@ -326,4 +329,36 @@ func TestShortPythonOutputLeavesNoFile(t *testing.T) {
 	if g, err := sb.Files.Glob(context.Background(), "**/*.txt", ".sandboxkit"); err == nil && len(g.Paths) > 0 {
 		t.Errorf("files left for output shown whole: %v", g.Paths)
 	}
+}
+
+// BenchmarkRunCommandOutputCapture measures what keeping the whole output costs a short
+// run_command: the toolkit's call (the agent writes the output file, the toolkit removes it
+// when everything was shown) against the floor of Commands.Run without a file, in one run.
+//
+//	go test -run '^$' -bench RunCommandOutputCapture ./toolkit
+func BenchmarkRunCommandOutputCapture(b *testing.B) {
+	sb := newSandbox(b)
+	ctx := context.Background()
+	b.Run("floor=Commands.Run", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := sb.Commands.Run(ctx, sandbox.Command{Shell: "true"}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("Commands.Run+OutputFile", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := sb.Commands.Run(ctx, sandbox.Command{Shell: "true", OutputFile: ".sandboxkit/outputs/b.txt"}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("run_command", func(b *testing.B) {
+		kit := toolkit.ForSandbox(sb)
+		for b.Loop() {
+			if res, err := kit.Call(ctx, "run_command", json.RawMessage(`{"command":"true"}`)); err != nil || res.IsError {
+				b.Fatal(err, res.Text)
+			}
+		}
+	})
 }

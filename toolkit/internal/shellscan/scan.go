@@ -253,8 +253,9 @@ func (s *scanner) call(c *syntax.CallExpr, via []string, depth int) {
 }
 
 // expandWord returns the values a word stands for: one usually, several after brace
-// expansion ({rm,x} is the two words rm and x). A word whose value depends on run time is
-// Dynamic. For the program position, an unquoted glob is dynamic too (/bin/r? finds rm).
+// expansion ({rm,x} is the two words rm and x: without it, `{rm,-rf,.}` would be a program
+// named "{rm,-rf,.}"). A word whose value depends on run time is Dynamic. For the program
+// position an unquoted glob is dynamic too: /bin/r? runs rm when /bin/rm is the only match.
 func expandWord(w *syntax.Word, program bool) []Word {
 	if hasBraces(w) {
 		cp := &syntax.Word{Parts: append([]syntax.WordPart(nil), w.Parts...)}
@@ -291,7 +292,8 @@ func hasBraces(w *syntax.Word) bool {
 }
 
 // literal returns the value of w after quote removal, or false when it depends on run time.
-// glob makes unquoted glob characters dynamic (they may match files).
+// glob makes unquoted glob characters dynamic (they may match files). Quote removal is what
+// a first-token filter misses: \rm, 'r'm, r""m and $'\x72m' all run rm.
 func literal(w *syntax.Word, glob bool) (string, bool) {
 	var b strings.Builder
 	for _, p := range w.Parts {

@@ -131,7 +131,8 @@ func (s *scanner) inner(name, prog string, args []Word, via []string, depth int,
 		return
 	}
 	if w.input {
-		// xargs rm: the arguments come from input, unknown here (they may be flags).
+		// xargs rm: the arguments come from input, unknown here. They may be options
+		// (`echo -rf | xargs rm` is rm -rf), so a rule on options can only be Maybe.
 		if len(rest) == 0 {
 			rest = []Word{{Text: "echo"}}
 		}

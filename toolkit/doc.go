@@ -45,7 +45,7 @@
 // parameter defaults, here-documents, function bodies, strings run by bash -c / sh -c / eval /
 // trap / watch / su -c / env -S (recursively), and programs run through wrappers (env, sudo,
 // doas, nice, nohup, timeout, stdbuf, ionice, setsid, chroot, flock, xargs, find -exec and
-// -execdir, command, exec, ...). Quoting is undone as the shell does (\rm, 'r'm, r""m and
+// -execdir, command, exec, python -m, ...). Quoting is undone as the shell does (\rm, 'r'm, r""m and
 // $'\x72m' are rm), brace expansion is applied, and assignments before a command are skipped.
 // In a bash session the aliases and functions the session defines are followed from the
 // commands sent to it, so a later call of such a name is decided by what it runs. Sandbox

@@ -216,6 +216,9 @@ var commandTable = []struct {
 	{"pip install asks", "pip install numpy", []string{"ask pip install *"}, nil, "ask", `ask command "pip install *"`},
 	{"pip with an option first", "pip -q install numpy", []string{"ask pip install *"}, nil, "ask", `ask command "pip install *"`},
 	{"pip list", "pip list", []string{"ask pip install *"}, nil, "allow", ""},
+	{"python -m pip", "python3 -m pip install numpy", []string{"ask pip install *"}, nil, "ask", `ask command "pip install *"`},
+	{"python -c is Python", "python3 -c 'print(1)'", []string{"ask pip install *"}, nil, "allow", ""},
+	{"python -um pip", "python3.12 -W ignore -um pip install numpy", []string{"ask pip install *"}, nil, "ask", `ask command "pip install *"`},
 	{"deny beats ask", "sudo pip install x", []string{"ask pip install *", "deny sudo"}, nil, "deny", `deny command "sudo"`},
 	// Allow-list mode.
 	{"allowed by rule", "ls -la", []string{"allow ls", "allow cat"}, []toolkit.PolicyOption{toolkit.UnmatchedCommands(toolkit.Deny)}, "allow", `allow command "ls"`},

@@ -93,6 +93,9 @@ func (s *scanner) inner(name, prog string, args []Word, via []string, depth int,
 	case name == "find":
 		s.find(args, via, depth, src)
 		return
+	case isPython(name):
+		s.pythonModule(name, args, via, depth, src)
+		return
 	}
 	w, ok := wrappers[name]
 	if !ok {
@@ -330,5 +333,49 @@ func (s *scanner) alias(args []Word, src source) {
 		// Defining is not running, but a later call may come where the definition is not
 		// followed (another session): check the replacement now as well.
 		s.text(value, []string{"alias " + name}, 1)
+	}
+}
+
+// isPython reports python, python3, python3.12 and the like.
+func isPython(name string) bool {
+	rest, ok := strings.CutPrefix(name, "python")
+	return ok && strings.Trim(rest, "0123456789.") == ""
+}
+
+// pythonModule scans `python -m MODULE ARGS`, which runs a module as a program: `python3 -m
+// pip install x` is pip install x, and a rule on pip must see it.
+func (s *scanner) pythonModule(name string, args []Word, via []string, depth int, src source) {
+	label := append(clip(via), name+" -m")
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a.Dynamic {
+			return
+		}
+		t := a.Text
+		if t == "-" || !strings.HasPrefix(t, "-") {
+			return // a script or standard input: Python code, not a program this policy sees into
+		}
+		if strings.HasPrefix(t, "--") {
+			continue // --version, --help: no value
+		}
+		// A cluster of one-letter options, as in -um pip or -Bc code.
+		for j := 1; j < len(t); j++ {
+			switch t[j] {
+			case 'm':
+				if j+1 < len(t) {
+					s.argv(append([]Word{{Text: t[j+1:]}}, args[i+1:]...), label, depth+1, src)
+				} else if i+1 < len(args) {
+					s.argv(args[i+1:], label, depth+1, src)
+				}
+				return
+			case 'c':
+				return // the rest is Python code
+			case 'X', 'W':
+				if j == len(t)-1 {
+					i++ // the value is the next word
+				}
+				j = len(t)
+			}
+		}
 	}
 }

@@ -181,9 +181,13 @@ func pipeInode(f *os.File) uint64 {
 	return 0
 }
 
+// maxHolders bounds the processes pipeHolders lists (a fork bomb's
+// hundreds would all hold the pipe).
+const maxHolders = 64
+
 // pipeHolders lists the processes other than the agent that hold one of
 // the pipes (by inode) open: the command's children that kept its stdout
-// or stderr after it exited. Only processes whose fds the agent may read
+// or stderr after it exited (at most maxHolders). Only processes whose fds the agent may read
 // are seen, which covers every process of the sandbox's uid.
 func pipeHolders(inodes ...uint64) []int {
 	want := map[string]bool{}
@@ -216,6 +220,9 @@ func pipeHolders(inodes ...uint64) []int {
 				out = append(out, pid)
 				break
 			}
+		}
+		if len(out) == maxHolders {
+			break
 		}
 	}
 	return out

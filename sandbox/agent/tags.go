@@ -147,6 +147,13 @@ func killTagged(p *proc) map[int]bool {
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
+	// Until the reaper has collected them, the dead still count against
+	// the sandbox's pids limit: a fork bomb's hundreds of zombies made the
+	// next commands fail to fork. Wait (briefly) for them to be gone.
+	deadline := time.Now().Add(time.Second)
+	for p.tag != 0 && len(tagged(p.tag)) > 0 && time.Now().Before(deadline) {
+		time.Sleep(2 * time.Millisecond)
+	}
 	return killed
 }
 

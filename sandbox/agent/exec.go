@@ -23,9 +23,11 @@ import (
 // killGrace is how long a process tree gets between SIGTERM and SIGKILL.
 const killGrace = 300 * time.Millisecond
 
-// drainGrace bounds how long output is still read after a command's main
-// process exits: a background child holding the pipe open must not make
-// the call hang.
+// drainGrace is how long after a command's main process exits the agent
+// waits for the end of its output before it checks who still holds the
+// pipes (drainOutput): a background child holding them open must not make
+// the call hang, while output the command printed is read to its end
+// however slowly the caller takes it. After a kill it bounds the wait.
 const drainGrace = 200 * time.Millisecond
 
 // proc is one process started by the agent. The agent never calls

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -239,6 +240,7 @@ func testConcurrentLargeOutputs(t *testing.T, newSandbox Factory) {
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	short := map[int]int{}
+	var slow atomic.Int64
 	for i := range runs {
 		wg.Add(1)
 		go func() {
@@ -246,7 +248,15 @@ func testConcurrentLargeOutputs(t *testing.T, newSandbox Factory) {
 			// One process per run: 200 pipelines would pass the default
 			// pids limit, and a shell whose fork fails in a pipeline exits
 			// with the last command's status, 0, and prints nothing.
-			res, err := b.sb.Commands.Run(b.ctx(), sandbox.Command{Args: []string{"head", "-c", strconv.Itoa(size), "/dev/zero"}})
+			// A consumer that takes ~32 MB/s, as a caller doing any work
+			// with the output would (or a loaded machine): the 200 streams
+			// then wait on the shared connection, as they did under load.
+			res, err := b.sb.Commands.Run(b.ctx(), sandbox.Command{Args: []string{"head", "-c", strconv.Itoa(size), "/dev/zero"},
+				OnOutput: func(c sandbox.Chunk) {
+					if slow.Add(int64(len(c.Data)))%(64<<10) < int64(len(c.Data)) {
+						time.Sleep(2 * time.Millisecond)
+					}
+				}})
 			if err != nil {
 				t.Errorf("run %d: %v", i, err)
 				return

@@ -71,10 +71,11 @@ func RunSoak(t *testing.T, newSandbox Factory, o SoakOptions) {
 	var wg sync.WaitGroup
 	for i := range workers {
 		// A host workspace, kept after Close, so that its files can be
-		// checked there; searchable by the sandbox's uid.
+		// checked there; writable by the sandbox's uid whichever it is (a
+		// container's user is not the test's).
 		ws, err := os.MkdirTemp("", "sandboxkit-soak-")
 		if err == nil {
-			err = os.Chmod(ws, 0o755)
+			err = os.Chmod(ws, 0o777)
 		}
 		if err != nil {
 			t.Fatal(err)

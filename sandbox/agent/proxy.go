@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"errors"
 	"io"
 	"net"
 	"sync"
@@ -82,9 +83,17 @@ func relay(c *net.TCPConn, tc *tunnelConn) {
 	done := make(chan struct{})
 	go func() {
 		// sandbox program -> host
-		if _, err := io.Copy(tc, c); err == nil {
+		_, err := io.Copy(tc, c)
+		switch {
+		case err == nil:
 			tc.CloseWrite()
-		} else {
+		case errors.Is(err, errConnReset) || errors.Is(err, net.ErrClosed):
+			// The host stopped reading (it refused the request, say),
+			// maybe with its answer still queued here: leave tc to the
+			// other direction, which delivers that answer first. Closing
+			// tc here lost 403 answers on a busy machine.
+		default:
+			// The program's side failed: the host stops too.
 			tc.Close()
 		}
 		close(done)

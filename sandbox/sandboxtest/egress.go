@@ -450,6 +450,53 @@ print(urllib.request.urlopen('https://pkgs.test:$TLS/hello', timeout=30, context
 			t.Fatalf("pip install from the allowed index failed (exit %d):\n%s", out.ExitCode, out.Stdout)
 		}
 	})
+	t.Run("Limits", func(t *testing.T) {
+		need(t, python, "python")
+		need(t, curl, "curl")
+		p := h.EgressPolicy()
+		p.MaxConns, p.MaxBytes = 1, 1<<20
+		lb := open(t, newSandbox, sandbox.WithEgress(p), sandbox.WithAudit(audit))
+		if err := lb.sb.Files.Write(lb.ctx(), "ca.pem", h.CAPEM, 0); err != nil {
+			t.Fatal(err)
+		}
+		run := func(script string) string {
+			script = strings.NewReplacer("$TLS", fmt.Sprint(h.TLSPort), "$HTTP", fmt.Sprint(h.HTTPPort)).Replace(script)
+			res, err := lb.sb.Commands.Run(lb.ctx(), sandbox.Command{Shell: "exec 2>&1\n" + script, Timeout: 50 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return res.Stdout
+		}
+		// One tunnel held open takes the only slot: the next connection
+		// is answered 429, naming the limit.
+		out := run(`python3 - <<'PY'
+import socket, ssl, urllib.request, urllib.error
+s = socket.create_connection(("127.0.0.1", 3128), timeout=30)
+s.sendall(b"CONNECT pkgs.test:$TLS HTTP/1.1\r\n\r\n")
+head = b""
+while b"\r\n\r\n" not in head:
+    head += s.recv(1)
+t = ssl.create_default_context(cafile="ca.pem").wrap_socket(s, server_hostname="pkgs.test")
+try:
+    urllib.request.urlopen("http://pkgs.test:$HTTP/hello", timeout=30)
+    print("second connection allowed")
+except urllib.error.HTTPError as e:
+    print(e.code, e.read().decode())
+t.close()
+PY`)
+		if !strings.Contains(out, "429") || !strings.Contains(out, "MaxConns") {
+			t.Errorf("a connection past MaxConns was not refused with 429 naming the limit:\n%s", out)
+		}
+		// A 10 MB download passes the 1 MiB byte limit: it is cut, and
+		// later connections are refused naming the limit.
+		out = run(`curl -sS -f --max-time 30 -o /dev/null http://pkgs.test:$HTTP/big; echo "exit=$?"; curl -sS --max-time 30 http://pkgs.test:$HTTP/hello`)
+		if strings.Contains(out, "exit=0") || !strings.Contains(out, "MaxBytes") {
+			t.Errorf("the byte limit did not cut the download and refuse the next request:\n%s", out)
+		}
+		if audit.find(EgressAllowed, "allowed", "byte limit") == nil || audit.find(EgressAllowed, "denied", "byte limit") == nil {
+			t.Errorf("the byte limit's cut and refusal are not audit events: %v", audit.Events())
+		}
+	})
 	t.Run("EveryAttemptAudited", func(t *testing.T) {
 		for _, e := range audit.Events() {
 			for _, k := range []string{"host", "port", "outcome", "bytes_in", "bytes_out", "duration"} {

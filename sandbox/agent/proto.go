@@ -28,6 +28,12 @@
 // receiver returns credit with Ack frames as it consumes them, so one
 // flooding process cannot starve the others on the shared stream or grow a
 // buffer without bound.
+//
+// Egress by name (Hello.Proxy): the agent listens on the sandbox's own
+// loopback and carries each accepted connection to the client as a
+// tunnelled connection (Conn* frames, ids of their own, flow controlled
+// per connection; see tunnel.go and proxy.go). The agent only relays: the
+// client side (package sandbox) plays the HTTP proxy and holds the policy.
 package agent
 
 import (

@@ -26,5 +26,9 @@ import (
 )
 
 func main() {
+	if len(os.Args) == 2 && os.Args[1] == agent.ProbeArg {
+		// A backend measuring its runtime's controls (agent.ProbeSyscalls).
+		os.Exit(agent.ProbeSyscalls())
+	}
 	os.Exit(agent.ServeStdio("sandboxkit-agent: "))
 }

@@ -36,3 +36,47 @@ func hardenProcess() error {
 	os.Clearenv()
 	return nil
 }
+
+// checkConfinement verifies, before the agent serves, that the kernel's
+// open refuses what the agent's confinement relies on it to refuse: the
+// file API (os.Root) walks paths with openat(O_NOFOLLOW|O_DIRECTORY) and
+// counts on it to fail on a symbolic link, and search opens with openat2
+// RESOLVE_BENEATH where the kernel has it. Under gVisor's runsc of Debian
+// 12 (release 20221219) the first followed a link to "/" and the file API
+// returned /etc/passwd. A kernel that follows is refused here, so the
+// agent never serves files with a confinement it has not seen hold. It
+// makes a link to "/" in a fresh directory of /tmp; where none can be made
+// the check is skipped with a log line (the backends give the agent a
+// writable private /tmp).
+func checkConfinement(logf func(string, ...any)) error {
+	dir, err := os.MkdirTemp("/tmp", ".sandboxkit-confine-")
+	if err != nil {
+		logf("agent: cannot check the kernel's confinement of opens (no writable /tmp): %v", err)
+		return nil
+	}
+	defer os.RemoveAll(dir)
+	if err := os.Symlink("/", dir+"/out"); err != nil {
+		logf("agent: cannot check the kernel's confinement of opens: %v", err)
+		return nil
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return fmt.Errorf("checking confinement: %w", err)
+	}
+	defer root.Close()
+	if f, err := root.Open("out/etc"); err == nil {
+		f.Close()
+		return errors.New("this kernel's openat follows a symbolic link despite O_NOFOLLOW|O_DIRECTORY, so the workspace's confinement (os.Root) does not hold: the agent does not serve here; use another runtime or kernel")
+	}
+	dfd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("checking confinement: %w", err)
+	}
+	defer unix.Close(dfd)
+	fd, err := unix.Openat2(dfd, "out/etc", &unix.OpenHow{Flags: unix.O_RDONLY | unix.O_CLOEXEC, Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS})
+	if err == nil {
+		unix.Close(fd)
+		return errors.New("this kernel's openat2 ignores RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS, which search relies on: the agent does not serve here; use another runtime or kernel")
+	}
+	return nil
+}

@@ -14,7 +14,9 @@ import (
 // backend's agent stage, the Docker container's PID 1 (the standalone
 // cmd/sandboxkit-agent and a program that is its own agent alike) and any
 // later backend. Before it reads the first frame it hardens the process
-// (see hardenProcess): commands run as the agent's uid, so every
+// (see hardenProcess) and checks that the kernel confines opens the way
+// the file API relies on (checkConfinement): commands run as the agent's
+// uid, so every
 // protection of the agent from its own commands belongs here, where no
 // backend can start an agent without it. A hardening step that fails is
 // an error: the agent does not serve unprotected.
@@ -29,6 +31,15 @@ import (
 // protocol frames the host trusted.
 func ServeProcess(conn io.ReadWriteCloser, opts ServeOptions) error {
 	if err := hardenProcess(); err != nil {
+		err = fmt.Errorf("agent: refusing to serve: %w", err)
+		refuseHello(conn, err)
+		return err
+	}
+	logf := opts.Logf
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
+	if err := checkConfinement(logf); err != nil {
 		err = fmt.Errorf("agent: refusing to serve: %w", err)
 		refuseHello(conn, err)
 		return err

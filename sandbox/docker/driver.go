@@ -141,10 +141,11 @@ type Driver struct {
 	ownsCli bool
 
 	mu      sync.Mutex
-	engine  *engineFacts    // nil until the engine answered once
-	volumes map[string]bool // agent volumes known to be filled
-	volMu   sync.Mutex      // serialises filling agent volumes
-	target  engineTarget    // how the engine is reached
+	engine  *engineFacts             // nil until the engine answered once
+	volumes map[string]bool          // agent volumes known to be filled
+	volMu   sync.Mutex               // serialises filling agent volumes
+	target  engineTarget             // how the engine is reached
+	checks  map[string]*runtimeCheck // runtimes measured (measure.go), by runtime and image
 
 	// as overrides the creator recorded on containers (tests: a process
 	// that is gone, another machine); nil means this process.
@@ -330,9 +331,7 @@ func (d *Driver) resolve(cfg driver.Config) (*plan, error) {
 		p.nanoCPUs = int64(f * 1e9)
 	}
 	if cfg.ID == "" {
-		var b [8]byte
-		_, _ = rand.Read(b[:])
-		p.cfg.ID = hex.EncodeToString(b[:])
+		p.cfg.ID = randHex(8)
 	}
 	p.name = "sandboxkit-" + p.cfg.ID
 	if !nameRE.MatchString(p.name) {
@@ -432,6 +431,12 @@ func (d *Driver) Start(ctx context.Context, cfg driver.Config) (driver.Instance,
 	if err != nil {
 		return nil, err
 	}
+	check := ""
+	if needsMeasuring(p.runtime) {
+		if check, err = d.checkRuntime(ctx, p, f, imageID, ag, vol); err != nil {
+			return nil, err
+		}
+	}
 	c, err := d.launch(ctx, p, f, imageID, ag, vol)
 	if errors.Is(err, errAgentMissing) {
 		// The volume was removed behind our back (sandboxkit gc); fill it
@@ -448,5 +453,15 @@ func (d *Driver) Start(ctx context.Context, cfg driver.Config) (driver.Instance,
 	if err != nil {
 		return nil, err
 	}
+	if check != "" {
+		c.iso.Extra["runtime_check"] = check
+	}
 	return c, nil
+}
+
+// randHex returns n random bytes in hex.
+func randHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
 }

@@ -213,3 +213,51 @@ func TestEngineErrorsThroughThePublicAPI(t *testing.T) {
 		}
 	})
 }
+
+// TestSuitesUnderRunsc runs the contract and escape suites in gVisor
+// sandboxes (runsc), for every control Info reports there. The backend
+// measures runsc when it first makes a sandbox on it and refuses the
+// runtime, naming the probe, when a control does not hold: then there is
+// no sandbox whose report could be wrong, and the refusal is the result.
+func TestSuitesUnderRunsc(t *testing.T) {
+	needs := testDriver(t) // the engine and the image
+	cli, err := needs.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := cli.Info(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := info.Runtimes["runsc"]; !ok {
+		sandboxtest.Unavailable(t, "gvisor", "the engine has no runsc runtime (.ci/docker/start-engine.sh registers Debian's)")
+	}
+	d := docker.New(docker.WithImage(testImage()), docker.WithPull(docker.PullNever), docker.WithRuntime("runsc"))
+	t.Cleanup(func() { d.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	sb, err := sandbox.New(ctx, sandbox.WithDriver(d), sandbox.WithOwner("sandboxkit-docker-test"))
+	if err != nil {
+		if !errors.Is(err, sandbox.ErrIsolationUnavailable) || !strings.Contains(err.Error(), "creation-time check, probe ") {
+			t.Fatalf("sandbox.New on runsc = %v; want a sandbox, or %s naming the probe that failed", err, sandbox.CodeIsolationUnavailable)
+		}
+		t.Logf("runsc is refused, as measured; no sandbox to run the suites in: %v", err)
+		return
+	}
+	sb.Close()
+	newRunsc := func(t *testing.T, opts ...sandbox.Option) *sandbox.Sandbox {
+		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+		defer cancel()
+		sb, err := sandbox.New(ctx, append([]sandbox.Option{sandbox.WithDriver(d), sandbox.WithOwner("sandboxkit-docker-test")}, opts...)...)
+		if err != nil {
+			t.Fatalf("sandbox.New on runsc: %v", err)
+		}
+		t.Cleanup(func() { sb.Close() })
+		if sb.Info().Isolation != sandbox.TierGVisor {
+			t.Fatalf("a runsc sandbox reports tier %s", sb.Info().Isolation)
+		}
+		return sb
+	}
+	t.Run("Contract", func(t *testing.T) { sandboxtest.RunContract(t, newRunsc) })
+	t.Run("Escape", func(t *testing.T) { sandboxtest.RunEscape(t, newRunsc) })
+}

@@ -69,8 +69,10 @@
 // file-size limits are per-process rlimits that the agent sets on each
 // child (reported with an RLIMIT_ mechanism, which tells package sandbox
 // to ask the agent for them): an engine ulimit would bind the agent
-// itself, and PID 1 would die of its own accumulated CPU time. With the
-// runsc runtime the container runs under gVisor and reports that tier.
+// itself, and PID 1 would die of its own accumulated CPU time. A runtime
+// other than runc (gVisor's runsc) is measured at its first use with cheap
+// versions of the escape suite's probes (measure.go) and refused, naming
+// the probe, unless every control holds there.
 // The agent's stream is untrusted input for the host (package agent
 // bounds it). What the engine cannot do it refuses rather than weakens:
 // the backend inspects the created container and fails with

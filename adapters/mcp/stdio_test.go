@@ -135,11 +135,17 @@ func (l *lockedBuffer) String() string {
 // client to it through a tap.
 func lineSession(t testing.TB, srv *Server, log *slog.Logger) (*sdk.ClientSession, *tap, <-chan error) {
 	t.Helper()
+	return lineSessionMax(t, srv, log, 0)
+}
+
+// lineSessionMax is lineSession with the transport's MaxLineBytes.
+func lineSessionMax(t testing.TB, srv *Server, log *slog.Logger, maxLine int) (*sdk.ClientSession, *tap, <-chan error) {
+	t.Helper()
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	ctx, cancel := context.WithCancel(context.Background())
 	ran := make(chan error, 1)
-	go func() { ran <- srv.Run(ctx, &LineTransport{In: inR, Out: outW, Logger: log}) }()
+	go func() { ran <- srv.Run(ctx, &LineTransport{In: inR, Out: outW, Logger: log, MaxLineBytes: maxLine}) }()
 	tp := &tap{w: inW, r: bufio.NewReader(outR), rc: outR, replies: make(chan map[string]any, 64), closed: make(chan struct{})}
 	cctx, ccancel := context.WithTimeout(context.Background(), bound)
 	defer ccancel()
@@ -217,6 +223,21 @@ func TestLineTransportSurvivesMalformedLines(t *testing.T) {
 	}
 	if n := strings.Count(logged.String(), "refused a malformed MCP message"); n < len(hostileLines)-1 {
 		t.Errorf("%d refusals logged for %d hostile lines:\n%s", n, len(hostileLines), logged.String())
+	}
+}
+
+func TestLineTransportSkipsATooLongLine(t *testing.T) {
+	f := &factory{}
+	srv := NewServer(f.make, nil)
+	defer srv.Close()
+	cs, tp, _ := lineSessionMax(t, srv, nil, 4096)
+	call(t, cs, "count", nil)
+	tp.inject(`{"jsonrpc":"2.0","id":"raw-long","method":"ping","params":{"pad":"` + strings.Repeat("x", 100_000) + `"}}`)
+	if m := tp.reply(t, "a 100 KB line"); errorCode(m) != jsonrpc.CodeInvalidRequest || m["id"] != nil {
+		t.Errorf("a line over MaxLineBytes: %v, want -32600 with id null", m)
+	}
+	if got := textOf(call(t, cs, "count", nil)); got != "kit 1 count 2" {
+		t.Errorf("after the long line: %q", got)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -303,5 +304,57 @@ func TestGCRemovesCgroupsOfKilledHost(t *testing.T) {
 	t.Logf("gc: %q", lines)
 	if left := cgroupsOf(pid); len(left) > 0 {
 		t.Errorf("cgroups of the killed host %d are still there after gc: %v", pid, left)
+	}
+}
+
+// TestSharedWorkspaceManyAtOnce starts and closes sandboxes on one
+// workspace at the same time, as an MCP server's sessions do: none is
+// refused its files, and when the last is gone every file has its owner
+// back.
+func TestSharedWorkspaceManyAtOnce(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("only a root host gives the workspace to sandbox uids")
+	}
+	ws, outside, owners := sharedTree(t)
+	const n = 6
+	var wg sync.WaitGroup
+	errs := make(chan string, 2*n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			sb, err := sandbox.New(ctx, sandbox.WithWorkspace(ws))
+			if err != nil {
+				errs <- fmt.Sprintf("sandbox %d: New: %v", i, err)
+				return
+			}
+			defer sb.Close()
+			for round := range 3 {
+				res, err := sb.Commands.Run(ctx, sandbox.Command{Shell: fmt.Sprintf("echo %d.%d >> mine.txt && echo x > own%d-%d && cat roots.txt sub/other.txt >/dev/null", i, round, i, round)})
+				if err != nil || res.ExitCode != 0 {
+					errs <- fmt.Sprintf("sandbox %d round %d: %v %s%s", i, round, err, res.Stdout, res.Stderr)
+				}
+				time.Sleep(time.Duration(i*round) * 5 * time.Millisecond)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+	checkOwners(t, ws, owners, "after all closed")
+	for i := range n {
+		if got := ownerOf(t, filepath.Join(ws, fmt.Sprintf("own%d-2", i))); got != owners[""] {
+			t.Errorf("own%d-2 is owned by %d:%d, want %d:%d", i, got.uid, got.gid, owners[""].uid, owners[""].gid)
+		}
+	}
+	if got := ownerOf(t, outside); got != (owner{4242, 4242}) {
+		t.Errorf("the outside file is owned by %d:%d", got.uid, got.gid)
+	}
+	if b, _ := os.ReadFile(filepath.Join(ws, "mine.txt")); strings.Count(string(b), "\n") != 1+3*n {
+		t.Errorf("mine.txt has %d lines, want %d:\n%s", strings.Count(string(b), "\n"), 1+3*n, b)
 	}
 }

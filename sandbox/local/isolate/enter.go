@@ -320,9 +320,13 @@ func namespacePolicy(spec *Spec) landlockPolicy {
 	}}
 }
 
+// landlockTierDevices are the device files the landlock tier opens to
+// sandboxes (the namespace tier mounts the same ones in its own /dev).
+var landlockTierDevices = []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty", "/dev/ptmx"}
+
 // landlockTierPolicy is the only filesystem wall of the landlock tier:
-// read-only system paths, read-write workspace and private TMPDIR, the
-// terminal devices and /proc; nothing else of the host is reachable.
+// read-only system paths, read-write workspace and private TMPDIR, a few
+// device files, the ptys and /proc; nothing else of the host is reachable.
 func landlockTierPolicy(spec *Spec) landlockPolicy {
 	pol := landlockPolicy{abi: spec.Plan.LandlockABI, denyTCP: !spec.Network}
 	for _, p := range spec.readOnlyPaths() {
@@ -332,9 +336,18 @@ func landlockTierPolicy(spec *Spec) landlockPolicy {
 	pol.rules = append(pol.rules,
 		landlockRule{path: spec.HostWorkspace, fd: -1, access: rw, host: true},
 		landlockRule{path: spec.Plan.TmpDir, fd: -1, access: rw, host: true},
-		landlockRule{path: "/dev", fd: -1, access: llRead | unix.LANDLOCK_ACCESS_FS_WRITE_FILE | unix.LANDLOCK_ACCESS_FS_IOCTL_DEV, host: true},
 		landlockRule{path: "/proc", fd: -1, access: llRead | unix.LANDLOCK_ACCESS_FS_WRITE_FILE, host: true},
 	)
+	// The devices programs use, one by one, and the ptys of bash
+	// sessions. Not all of /dev: the host's /dev/shm (POSIX shared memory
+	// of the host's programs and of other sandboxes) and /dev/mqueue are
+	// below it, and a rule on /dev let a sandbox read them
+	// (TestLandlockTierKeepsHostSharedMemoryOut).
+	dev := uint64(unix.LANDLOCK_ACCESS_FS_READ_FILE | unix.LANDLOCK_ACCESS_FS_WRITE_FILE | unix.LANDLOCK_ACCESS_FS_IOCTL_DEV)
+	for _, d := range landlockTierDevices {
+		pol.rules = append(pol.rules, landlockRule{path: d, fd: -1, access: dev, host: true})
+	}
+	pol.rules = append(pol.rules, landlockRule{path: "/dev/pts", fd: -1, access: dev | unix.LANDLOCK_ACCESS_FS_READ_DIR, host: true})
 	return pol
 }
 

@@ -144,6 +144,7 @@ func (h *Handle) Report() driver.Isolation {
 			iso.Gaps = append(iso.Gaps, "host processes of the same uid can be signalled (Landlock below ABI 6 has no signal scope)")
 		}
 		iso.Gaps = append(iso.Gaps, "TMPDIR has no size limit")
+		iso.Gaps = append(iso.Gaps, "System V IPC objects and POSIX message queues of the host are reachable where their permissions allow (no ipc namespace)")
 		if p.NprocShared && !p.PidsCgroup {
 			iso.Gaps = append(iso.Gaps, "no pids limit: the sandbox shares the host user's uid, and no pids cgroup is writable")
 		}

@@ -351,6 +351,11 @@ func TestLandlockTierUnixSocketCost(t *testing.T) {
 			if sb.Info().Python == "" {
 				sandboxtest.Unavailable(t, "python", "no python3 in the sandbox")
 			}
+			// The sandbox's own Python kernel talks to the agent over
+			// pipes: the wall leaves it working.
+			if ex, err := sb.Python.Run(context.Background(), "import multiprocessing\nprint(6*7)", sandbox.PythonRunOptions{}); err != nil || ex.Stdout != "42\n" {
+				t.Errorf("the Python kernel on the landlock tier: %v %+v", err, ex)
+			}
 			port := sshBanner(t)
 			abi := 0
 			for _, c := range sb.Info().Controls {

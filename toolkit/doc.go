@@ -76,7 +76,8 @@
 // (`$(printf rm) x`, `$cmd`, a glob like /bin/r?), eval of a variable, source or . of a file,
 // a shell reading a script file or its input (`curl ... | sh`), options or arguments that
 // come from variables or xargs input where a rule depends on them, text that does not parse —
-// is decided by the [Undecidable] default, deny or ask, never allow, and the message says it
+// is decided by the [Undecidable] default, deny or ask, never allow (and never more strictly
+// than the rule in doubt: where only an ask rule may apply, it asks), and the message says it
 // was the default and not a rule.
 //
 // The policy is a guardrail on what a model asks for, not a security boundary: a program the

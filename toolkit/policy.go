@@ -416,7 +416,10 @@ func (p *Policy) decideCommand(c shellscan.Command) []finding {
 			if r.Decision == Allow {
 				continue
 			}
-			out = append(out, finding{decision: p.undecidable, by: "default", subject: c.String(),
+			// Uncertain whether the rule applies: the default decides, but never more
+			// strictly than the rule would (an ask rule that may apply asks).
+			d := min(p.undecidable, r.Decision)
+			out = append(out, finding{decision: d, by: "default", subject: c.String(),
 				reason: fmt.Sprintf("whether rule %s applies depends on values only known when it runs", r)})
 		}
 	}
@@ -479,7 +482,7 @@ func (p *Policy) describe(f *finding) string {
 	case "rule":
 		return fmt.Sprintf("rule %s matched %s", p.rules[f.rule], f.subject)
 	case "default":
-		return fmt.Sprintf("not a rule but the policy's default for commands it cannot check (%s) decided: %s — %s", p.undecidable, f.subject, f.reason)
+		return fmt.Sprintf("not a rule but the policy's default for commands it cannot check decided (%s): %s — %s", f.decision, f.subject, f.reason)
 	case "unmatched":
 		return fmt.Sprintf("no rule allows %s, and the policy's default for such commands is %s", f.subject, p.unmatched)
 	}

@@ -45,7 +45,7 @@ func ExampleDenyCommands() {
 	//
 	// $(printf rm) -rf .
 	// run_command was not run: the tool policy refused it.
-	// not a rule but the policy's default for commands it cannot check (deny) decided: $(printf rm) -rf . — the program name $(printf rm) is only known when it runs.
+	// not a rule but the policy's default for commands it cannot check decided (deny): $(printf rm) -rf . — the program name $(printf rm) is only known when it runs.
 	// Write the command so that every program it runs is named literally (no $(...), variables, globs, eval or source in a program's place, no script piped into a shell), and it will be checked against the rules.
 }
 

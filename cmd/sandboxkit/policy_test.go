@@ -54,7 +54,7 @@ func TestMCPDenyCommand(t *testing.T) {
 		{"env rm x", `rule deny command "rm" matched rm x (via env)`},
 		{`bash -c "rm x"`, `rule deny command "rm" matched rm x (via bash -c)`},
 		{"echo x | xargs rm", `rule deny command "rm" matched rm <input> (via xargs)`},
-		{"$(printf rm) x", "not a rule but the policy's default for commands it cannot check (deny) decided: $(printf rm) x"},
+		{"$(printf rm) x", "not a rule but the policy's default for commands it cannot check decided (deny): $(printf rm) x"},
 		{"find . -name y -exec rm {} +", `rule deny command "rm"`},
 		{"cd sub && \\rm -r ../x y", `rule deny command "rm"`},
 	} {

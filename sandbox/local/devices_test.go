@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/sandboxkit/sandboxkit/sandbox"
 )
 
@@ -56,5 +58,57 @@ echo x > /dev/null && head -c 4 /dev/zero | wc -c && head -c 4 /dev/urandom | wc
 	r, err := sh.Run(ctx, "tty && echo session-ok", sandbox.ShellRunOptions{})
 	if err != nil || !strings.Contains(r.Output, "session-ok") || !strings.Contains(r.Output, "/dev/pts/") {
 		t.Errorf("bash session: %+v, %v", r, err)
+	}
+}
+
+// TestLandlockTierKeepsHostSysVIPCOut: without an ipc namespace, the
+// landlock tier shared the host's System V IPC: a sandbox attached a
+// shared memory segment the host made (mode 0666, as X11's MIT-SHM and
+// PostgreSQL make theirs for their users) and read it.
+func TestLandlockTierKeepsHostSysVIPCOut(t *testing.T) {
+	sb := newLandlockTier(t)
+	if sb.Info().Python == "" {
+		t.Skip("no python3 in the sandbox")
+	}
+	id, err := unix.SysvShmGet(unix.IPC_PRIVATE, 4096, unix.IPC_CREAT|0o666)
+	if err != nil {
+		t.Skipf("no System V shared memory here: %v", err)
+	}
+	t.Cleanup(func() { unix.SysvShmCtl(id, unix.IPC_RMID, nil) })
+	mem, err := unix.SysvShmAttach(id, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	copy(mem, "host-shm-secret")
+	defer unix.SysvShmDetach(mem)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	script := fmt.Sprintf(`cat > "$TMPDIR/ipc.py" <<'EOF'
+import ctypes, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.shmat.restype = ctypes.c_void_p
+addr = libc.shmat(%d, None, 0o10000)
+if addr is None or addr == ctypes.c_void_p(-1).value:
+    print("shmat refused", ctypes.get_errno())
+else:
+    print("shmat attached:", ctypes.string_at(addr, 15).decode())
+print("ipc-done")
+EOF
+%s "$TMPDIR/ipc.py"`, id, sb.Info().Python)
+	res, err := sb.Commands.Run(ctx, sandbox.Command{Shell: script})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := res.Stdout + res.Stderr
+	if strings.Contains(out, "host-shm-secret") || strings.Contains(out, "attached") {
+		t.Errorf("the sandbox attached the host's shared memory segment %d:\n%s", id, out)
+	}
+	if !strings.Contains(out, "ipc-done") {
+		t.Errorf("the probe did not run:\n%s", out)
+	}
+	for _, g := range sb.Info().Gaps {
+		if strings.Contains(g, "System V") {
+			t.Errorf("Info().Gaps still admits the host's IPC: %q", g)
+		}
 	}
 }

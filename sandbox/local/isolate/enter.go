@@ -188,7 +188,8 @@ func buildProgram(spec *Spec, fds stageFDs, argv []string) (*program, error) {
 	if spec.Tier == driver.TierLandlock {
 		sock = landlockTierSockets(spec.Network, spec.Plan.LandlockABI)
 	}
-	filter, err := seccompProgram(runtime.GOARCH, sock)
+	// The landlock tier shares the host's IPC namespace.
+	filter, err := seccompProgram(runtime.GOARCH, sock, spec.Tier == driver.TierLandlock)
 	if err != nil {
 		return nil, err
 	}

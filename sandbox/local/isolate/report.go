@@ -79,6 +79,7 @@ func (h *Handle) Report() driver.Isolation {
 		}
 		who := "host uid " + strconv.Itoa(p.HostUID)
 		add("privileges", true, "capabilities dropped; no_new_privs; runs as "+who)
+		add("ipc", true, "seccomp: System V IPC and POSIX message queue calls refused (no ipc namespace: they would reach the host's); POSIX shared memory in /dev/shm is outside Landlock's rules")
 	}
 	add("syscalls", true, fmt.Sprintf("seccomp deny-list (%d syscalls EPERM, clone namespace flags EPERM, clone3 ENOSYS, %s syscalls only)", deniedOn(runtime.GOARCH), runtime.GOARCH))
 
@@ -144,7 +145,6 @@ func (h *Handle) Report() driver.Isolation {
 			iso.Gaps = append(iso.Gaps, "host processes of the same uid can be signalled (Landlock below ABI 6 has no signal scope)")
 		}
 		iso.Gaps = append(iso.Gaps, "TMPDIR has no size limit")
-		iso.Gaps = append(iso.Gaps, "System V IPC objects and POSIX message queues of the host are reachable where their permissions allow (no ipc namespace)")
 		if p.NprocShared && !p.PidsCgroup {
 			iso.Gaps = append(iso.Gaps, "no pids limit: the sandbox shares the host user's uid, and no pids cgroup is writable")
 		}

@@ -37,6 +37,21 @@ var deniedSyscalls = []string{
 	"vhangup", "uselib", "_sysctl", "lookup_dcookie",
 }
 
+// hostIPCSyscalls fail with EPERM in the landlock tier, which has no ipc
+// namespace: System V shared memory, message queues and semaphores and
+// POSIX message queues are the host's there, and a sandbox attached a
+// 0666 segment the host made and read it
+// (TestLandlockTierKeepsHostSysVIPCOut). An id is enough to attach
+// (shmat needs no shmget), so every call that takes one is denied, not
+// only the ones that look up a key. (POSIX shared memory and semaphores
+// are files in /dev/shm, which Landlock keeps out.) Cost: programs that
+// use System V IPC (PostgreSQL's shared memory, X11's MIT-SHM) fail there.
+var hostIPCSyscalls = []string{
+	"shmget", "shmat", "shmctl", "msgget", "msgsnd", "msgrcv", "msgctl",
+	"semget", "semop", "semtimedop", "semctl",
+	"mq_open", "mq_unlink", "mq_timedsend", "mq_timedreceive", "mq_notify", "mq_getsetattr",
+}
+
 // deniedOn counts the deniedSyscalls the architecture has.
 func deniedOn(arch string) int {
 	n := 0
@@ -138,8 +153,8 @@ func landlockTierSockets(network bool, abi int) socketRules {
 
 // seccompProgram builds the filter for the architecture arch (a GOARCH
 // with a syscallTables entry: the numbers differ between architectures);
-// sock says which sockets it allows.
-func seccompProgram(arch string, sock socketRules) (bpfProg, error) {
+// sock says which sockets it allows; hostIPC denies hostIPCSyscalls.
+func seccompProgram(arch string, sock socketRules, hostIPC bool) (bpfProg, error) {
 	tab, ok := syscallTables[arch]
 	if !ok {
 		return nil, fmt.Errorf("isolate: no seccomp syscall table for %s (there are amd64 and arm64)", arch)
@@ -157,7 +172,11 @@ func seccompProgram(arch string, sock socketRules) (bpfProg, error) {
 		p = append(p, unix.SockFilter{Code: unix.BPF_JMP | unix.BPF_JGE | unix.BPF_K, Jt: 0, Jf: 1, K: x32ABI})
 		p.stmt(unix.BPF_RET|unix.BPF_K, errnoRet(unix.EPERM))
 	}
-	for _, name := range deniedSyscalls {
+	denied := deniedSyscalls
+	if hostIPC {
+		denied = append(denied[:len(denied):len(denied)], hostIPCSyscalls...)
+	}
+	for _, name := range denied {
 		if nr, ok := tab.nr[name]; ok {
 			p.retIf(nr, errnoRet(unix.EPERM))
 		}

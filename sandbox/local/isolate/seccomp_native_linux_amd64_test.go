@@ -21,5 +21,10 @@ var nativeSyscalls = map[string]uint32{
 	"clock_settime": unix.SYS_CLOCK_SETTIME, "clock_adjtime": unix.SYS_CLOCK_ADJTIME, "adjtimex": unix.SYS_ADJTIMEX,
 	"iopl": unix.SYS_IOPL, "ioperm": unix.SYS_IOPERM, "vhangup": unix.SYS_VHANGUP, "uselib": unix.SYS_USELIB,
 	"_sysctl": unix.SYS__SYSCTL, "lookup_dcookie": unix.SYS_LOOKUP_DCOOKIE,
+	"shmget": unix.SYS_SHMGET, "shmat": unix.SYS_SHMAT, "shmctl": unix.SYS_SHMCTL, "msgget": unix.SYS_MSGGET,
+	"msgsnd": unix.SYS_MSGSND, "msgrcv": unix.SYS_MSGRCV, "msgctl": unix.SYS_MSGCTL, "semget": unix.SYS_SEMGET,
+	"semop": unix.SYS_SEMOP, "semtimedop": unix.SYS_SEMTIMEDOP, "semctl": unix.SYS_SEMCTL, "mq_open": unix.SYS_MQ_OPEN,
+	"mq_unlink": unix.SYS_MQ_UNLINK, "mq_timedsend": unix.SYS_MQ_TIMEDSEND, "mq_timedreceive": unix.SYS_MQ_TIMEDRECEIVE,
+	"mq_notify": unix.SYS_MQ_NOTIFY, "mq_getsetattr": unix.SYS_MQ_GETSETATTR,
 	"clone": unix.SYS_CLONE, "clone3": unix.SYS_CLONE3, "ioctl": unix.SYS_IOCTL, "socket": unix.SYS_SOCKET, "socketpair": unix.SYS_SOCKETPAIR,
 }

@@ -37,7 +37,7 @@ func TestSyscallTables(t *testing.T) {
 			}
 			seen[nr] = name
 		}
-		for _, name := range []string{"clone", "clone3", "ioctl", "socket", "socketpair"} {
+		for _, name := range append([]string{"clone", "clone3", "ioctl", "socket", "socketpair"}, hostIPCSyscalls...) {
 			if _, ok := tab.nr[name]; !ok {
 				t.Errorf("%s: the filter checks %s, which the table lacks", arch, name)
 			}
@@ -46,7 +46,7 @@ func TestSyscallTables(t *testing.T) {
 			t.Errorf("%s: only %d of the %d denied syscalls are in the table", arch, n, len(deniedSyscalls))
 		}
 	}
-	for _, name := range deniedSyscalls {
+	for _, name := range append(append([]string{}, deniedSyscalls...), hostIPCSyscalls...) {
 		found := false
 		for _, tab := range syscallTables {
 			_, ok := tab.nr[name]
@@ -120,13 +120,13 @@ func TestSeccompProgram(t *testing.T) {
 	landlockNoNet := landlockTierSockets(false, 7)
 	for arch, tab := range syscallTables {
 		t.Run(arch, func(t *testing.T) {
-			p, err := seccompProgram(arch, landlockNoNet)
+			p, err := seccompProgram(arch, landlockNoNet, true)
 			if err != nil {
 				t.Fatal(err)
 			}
 			a := tab.auditArch
 			sys := func(name string) uint32 { return tab.nr[name] }
-			for _, name := range deniedSyscalls {
+			for _, name := range append(append([]string{}, deniedSyscalls...), hostIPCSyscalls...) {
 				if nr, ok := tab.nr[name]; ok {
 					if got := retName(runFilter(t, p, a, nr)); got != "EPERM" {
 						t.Errorf("%s: %s -> %s, want EPERM", arch, name, got)
@@ -182,7 +182,7 @@ func TestSeccompProgram(t *testing.T) {
 				{landlockTierSockets(false, 9), "allow", "EACCES"},
 				{landlockTierSockets(true, 9), "allow", "allow"},
 			} {
-				q, err := seccompProgram(arch, r.rules)
+				q, err := seccompProgram(arch, r.rules, false)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -192,10 +192,14 @@ func TestSeccompProgram(t *testing.T) {
 				if got := retName(runFilter(t, q, a, sys("socket"), unix.AF_INET6)); got != r.inet {
 					t.Errorf("%s %+v: socket(AF_INET6) -> %s, want %s", arch, r.rules, got, r.inet)
 				}
+				// Only the landlock tier (hostIPC) refuses IPC calls.
+				if got := retName(runFilter(t, q, a, sys("shmat"))); got != "allow" {
+					t.Errorf("%s without hostIPC: shmat -> %s", arch, got)
+				}
 			}
 		})
 	}
-	if _, err := seccompProgram("riscv64", allSockets); err == nil {
+	if _, err := seccompProgram("riscv64", allSockets, false); err == nil {
 		t.Error("a filter was built for an architecture without a table")
 	}
 }

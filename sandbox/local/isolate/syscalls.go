@@ -3,8 +3,8 @@
 package isolate
 
 // syscallTable is one architecture's numbers for the system calls the
-// seccomp filter names (deniedSyscalls, and clone, clone3, ioctl, socket
-// and socketpair, whose arguments it checks). The numbers are data, not
+// seccomp filter names (deniedSyscalls, hostIPCSyscalls, and clone,
+// clone3, ioctl, socket and socketpair, whose arguments it checks). The numbers are data, not
 // golang.org/x/sys/unix constants, so that every architecture's filter can
 // be built and checked on any one (TestSyscallTables compares the native
 // table with x/sys; TestSeccompProgram runs both filters in a BPF
@@ -39,6 +39,9 @@ var syscallTables = map[string]syscallTable{
 		"syslog": 103, "settimeofday": 164, "clock_settime": 227, "clock_adjtime": 305, "adjtimex": 159,
 		"iopl": 172, "ioperm": 173, "vhangup": 153, "uselib": 134, "_sysctl": 156, "lookup_dcookie": 212,
 		"clone": 56, "clone3": 435, "ioctl": 16, "socket": 41, "socketpair": 53,
+		"shmget": 29, "shmat": 30, "shmctl": 31, "msgget": 68, "msgsnd": 69, "msgrcv": 70, "msgctl": 71,
+		"semget": 64, "semop": 65, "semtimedop": 220, "semctl": 66, "mq_open": 240, "mq_unlink": 241,
+		"mq_timedsend": 242, "mq_timedreceive": 243, "mq_notify": 244, "mq_getsetattr": 245,
 	}},
 	"arm64": {auditArch: 0xc00000b7, x32: false, nr: map[string]uint32{ // AUDIT_ARCH_AARCH64
 		"mount": 40, "umount2": 39, "pivot_root": 41, "chroot": 51, "open_tree": 428,
@@ -53,5 +56,8 @@ var syscallTables = map[string]syscallTable{
 		"syslog": 116, "settimeofday": 170, "clock_settime": 112, "clock_adjtime": 266, "adjtimex": 171,
 		"vhangup": 58, "lookup_dcookie": 18, "clone": 220, "clone3": 435, "ioctl": 29, "socket": 198,
 		"socketpair": 199,
+		"shmget":     194, "shmat": 196, "shmctl": 195, "msgget": 186, "msgsnd": 189, "msgrcv": 188, "msgctl": 187,
+		"semget": 190, "semop": 193, "semtimedop": 192, "semctl": 191, "mq_open": 180, "mq_unlink": 181,
+		"mq_timedsend": 182, "mq_timedreceive": 183, "mq_notify": 184, "mq_getsetattr": 185,
 	}},
 }

@@ -265,3 +265,36 @@ func FuzzLineMatcher(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkWorkspaceSearchGoSrc is the agent's search alone (no sandbox,
+// no protocol) over the Go source tree, for three kinds of pattern: one
+// with a literal prefix, one without, one case-folded.
+//
+//	go test -run '^$' -bench WorkspaceSearch ./sandbox/agent
+func BenchmarkWorkspaceSearchGoSrc(b *testing.B) {
+	const root = "/usr/local/go/src"
+	if _, err := os.Stat(root); err != nil {
+		b.Skip("no Go source tree at", root)
+	}
+	w, err := openWorkspace(Hello{Workspace: root})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer w.close()
+	for _, c := range []struct {
+		name, pattern string
+		fold          bool
+	}{{"literal-prefix", `func New[A-Z]\w*Reader`, false}, {"no-literal", `\w+Reader\(`, false}, {"ignore-case", `newreader`, true}} {
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				res, werr := w.search(context.Background(), FSSearchRequest{Pattern: c.pattern, IgnoreCase: c.fold, MaxResults: 100000})
+				if werr != nil {
+					b.Fatal(werr)
+				}
+				if len(res.(FSSearchReply).Matches) == 0 {
+					b.Fatal("no match")
+				}
+			}
+		})
+	}
+}

@@ -50,9 +50,11 @@ type LineMatcher struct {
 
 // matchBudget bounds the work of one regexp call, in bytes × program
 // instructions: the NFA's cost per byte grows with the number of states
-// alive, at most the program's size. 1<<24 is about 20-60 ms on this
-// machine kind, the longest a cancelled search keeps working.
-const matchBudget = 1 << 24
+// alive, at most the program's size. 1<<22 is at most about 5-15 ms on
+// this machine kind (20 times that in a -race build), the longest a
+// cancelled search keeps working; it costs nothing measurable on the Go
+// tree, whose files and lines are far shorter than a chunk.
+const matchBudget = 1 << 22
 
 // NewLineMatcher compiles a search pattern. A malformed pattern, or one that
 // can only match across lines, is an INVALID_ARGUMENT error that says why.

@@ -74,3 +74,31 @@ func TestAllowDomainFlag(t *testing.T) {
 		}
 	}
 }
+
+// TestMCPAllowDomainIsAnOpenWorld: with --allow-domain the sandbox reaches
+// the listed names, so the tools must not claim a closed world
+// (openWorldHint false), and sandbox_info names the domains.
+func TestMCPAllowDomainIsAnOpenWorld(t *testing.T) {
+	if len(isolationFlags(t)) > 0 {
+		t.Skip("no namespace tier here: egress needs it (or Docker)")
+	}
+	c, _ := startStdio(t, "--allow-domain", "pypi.org")
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	res, err := c.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tool := range res.Tools {
+		if h := tool.Annotations.OpenWorldHint; h != nil && !*h {
+			t.Errorf("%s: openWorldHint false although sandboxes reach pypi.org", tool.Name)
+		}
+	}
+	if got := c.ok(t, "sandbox_info", nil); !strings.Contains(got, "network: only HTTP/HTTPS to pypi.org") {
+		t.Errorf("sandbox_info with --allow-domain: %s", got)
+	}
+	// The weaker-tier probe must not call an egress sandbox closed either.
+	if closedWorld(ctx, []sandbox.Option{sandbox.WithEgress(sandbox.EgressPolicy{Allow: sandbox.AllowDomains("pypi.org")})}) {
+		t.Error("closedWorld calls a sandbox with an egress policy a closed world")
+	}
+}

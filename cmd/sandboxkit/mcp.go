@@ -96,7 +96,8 @@ func runMCP(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			log.Info("sandbox closed", "sandbox", info.ID)
 		}, nil
 	}
-	closed := !sf.network
+	// With --allow-domain the sandbox reaches the listed names: not closed.
+	closed := !sf.network && len(sf.domains) == 0
 	if closed && sf.allowWeaker != "" {
 		// A weaker tier may share the host's network: tell clients the
 		// world is closed only if it really is.
@@ -162,5 +163,5 @@ func closedWorld(ctx context.Context, opts []sandbox.Option) bool {
 		return false
 	}
 	defer sb.Close()
-	return networkEnforced(sb.Info())
+	return networkEnforced(sb.Info()) && sb.Info().Egress == nil
 }

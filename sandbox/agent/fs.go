@@ -1217,7 +1217,7 @@ func (w *workspace) glob(a FSGlobRequest) (any, *WireError) {
 		if sub == "" || sub == "." {
 			return nil
 		}
-		if GlobMatch(a.Pattern, sub) {
+		if GlobMatch(a.Pattern, sub) && !strings.HasPrefix(d.Name(), tempPrefix) {
 			if len(rep.Paths) >= max {
 				rep.Truncated = true
 				return fs.SkipAll

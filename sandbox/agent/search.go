@@ -101,7 +101,9 @@ func (w *workspace) search(ctx context.Context, a FSSearchRequest) (any, *WireEr
 			}
 			return nil
 		}
-		if !d.Type().IsRegular() {
+		if !d.Type().IsRegular() || strings.HasPrefix(d.Name(), tempPrefix) {
+			// A write in progress is not a file yet: its matches would
+			// name a file that is about to vanish.
 			return nil
 		}
 		if !SearchSelects(rel, p, a.Include, a.Exclude) {

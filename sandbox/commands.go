@@ -96,6 +96,12 @@ type Result struct {
 	// and stops, so what they print later is not in the Result (nor in
 	// the OutputFile). Empty normally.
 	LeftRunning []int
+	// Killed counts the processes besides the command itself that its
+	// timeout (or a cancelled ctx) killed: its tree and the daemons it
+	// started outside it. Survivors lists those still alive after that
+	// kill (none normally; they end at Close).
+	Killed    int
+	Survivors []int
 	OutputFileInfo
 }
 
@@ -239,7 +245,8 @@ func (c *Commands) run(ctx context.Context, cmd Command) (*Result, error) {
 	res := &Result{
 		ExitCode: rep.ExitCode, Signal: rep.Signal, Duration: time.Duration(rep.DurationNs),
 		TimedOut: rep.TimedOut, StdoutDropped: rep.StdoutDropped, StderrDropped: rep.StderrDropped,
-		LeftRunning: rep.LeftRunning, OutputFileInfo: outputFileInfo(rep.OutputFileReport),
+		LeftRunning: rep.LeftRunning, Killed: rep.Killed, Survivors: rep.Survivors,
+		OutputFileInfo: outputFileInfo(rep.OutputFileReport),
 	}
 	res.Stdout = joinTail(out, rep.StdoutTail, rep.StdoutDropped, "stdout", cmd.OnOutput, Stdout)
 	res.Stderr = joinTail(errOut, rep.StderrTail, rep.StderrDropped, "stderr", cmd.OnOutput, Stderr)

@@ -495,13 +495,16 @@ func (b *box) daemons() string {
 // the message said "the command and its children were killed").
 func testTimeoutDaemons(t *testing.T, newSandbox Factory) {
 	b := open(t, newSandbox)
-	_, err := b.sb.Commands.Run(b.ctx(), sandbox.Command{Shell: b.daemons() + b.sleep(), Timeout: 2 * time.Second})
+	res, err := b.sb.Commands.Run(b.ctx(), sandbox.Command{Shell: b.daemons() + b.sleep(), Timeout: 2 * time.Second})
 	if !errors.Is(err, sandbox.ErrTimeout) {
 		t.Fatalf("err = %v, want ErrTimeout", err)
 	}
 	expectNoSurvivors(t, b.marker, "the command's timeout (before Close)")
 	if !strings.Contains(err.Error(), "other processes it had started") || strings.Contains(err.Error(), "could not be killed") {
 		t.Fatalf("the timeout's message does not say what was killed: %v", err)
+	}
+	if res.Killed < 3 || len(res.Survivors) > 0 {
+		t.Fatalf("Killed = %d, Survivors = %v; want the three daemons (and the shell's sleep) killed, none surviving", res.Killed, res.Survivors)
 	}
 	b.usable()
 }

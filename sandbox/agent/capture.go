@@ -245,8 +245,19 @@ func drainOutput(drained <-chan struct{}, stdout, stderr *os.File) (leftRunning 
 	if stderr != nil {
 		inodes = append(inodes, pipeInode(stderr))
 	}
-	for {
+	for checks := 0; ; checks++ {
 		holders := pipeHolders(inodes...)
+		if len(holders) > 0 && checks == 0 {
+			// A child may hold the pipes only for a moment more: one
+			// forked just before the exit that has yet to redirect its
+			// output or exit (seen under load). Look once more.
+			select {
+			case <-drained:
+				return nil
+			case <-time.After(drainGrace / 2):
+				continue
+			}
+		}
 		if len(holders) == 0 {
 			// Every writer is gone: what is left in the pipes is finite and
 			// ends in EOF. A reader slowed by its consumer is waited for.

@@ -151,7 +151,7 @@ func testOutputFile(t *testing.T, newSandbox Factory) {
 	// stdout and stderr go to one file in order of arrival; an absolute
 	// path under the workspace works too, and an existing file is replaced.
 	abs := b.sb.Info().Workspace + "/" + file
-	res = b.run(sandbox.Command{Shell: "echo out; sleep 0.1; echo err >&2; sleep 0.1; echo out2", OutputFile: abs})
+	res = b.run(sandbox.Command{Shell: "echo out; sleep 0.5; echo err >&2; sleep 0.5; echo out2", OutputFile: abs})
 	if got := b.read(file); got != "out\nerr\nout2\n" || res.OutputFileBytes != int64(len(got)) {
 		t.Fatalf("output file %q (%d bytes reported), want \"out\\nerr\\nout2\\n\"", got, res.OutputFileBytes)
 	}

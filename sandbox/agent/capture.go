@@ -5,6 +5,7 @@ import (
 	"os"
 	"path"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -185,26 +186,59 @@ func pipeInode(f *os.File) uint64 {
 // hundreds would all hold the pipe).
 const maxHolders = 64
 
+// pipeScanMaxAge is how long one scan of every process's descriptors
+// answers pipeHolders for every command: hundreds of commands ending at
+// once each scanned /proc (every descriptor of every process), and every
+// 200 ms again while a slow caller took their output: 200 concurrent
+// commands of 200 KB took three minutes instead of a second.
+const pipeScanMaxAge = 25 * time.Millisecond
+
+// pipeScan is the last scan: every process holding a pipe, by the pipe's
+// /proc link ("pipe:[INODE]").
+var pipeScan struct {
+	mu      sync.Mutex
+	at      time.Time
+	holders map[string][]int
+}
+
 // pipeHolders lists the processes other than the agent that hold one of
 // the pipes (by inode) open: the command's children that kept its stdout
-// or stderr after it exited (at most maxHolders). Only processes whose fds the agent may read
-// are seen, which covers every process of the sandbox's uid.
+// or stderr after it exited (at most maxHolders). Only processes whose fds
+// the agent may read are seen, which covers every process of the sandbox's
+// uid.
 func pipeHolders(inodes ...uint64) []int {
-	want := map[string]bool{}
+	pipeScan.mu.Lock()
+	if pipeScan.holders == nil || time.Since(pipeScan.at) > pipeScanMaxAge {
+		pipeScan.holders = scanPipes()
+		pipeScan.at = time.Now()
+	}
+	all := pipeScan.holders
+	pipeScan.mu.Unlock()
+	seen := map[int]bool{}
+	var out []int
 	for _, ino := range inodes {
-		if ino != 0 {
-			want["pipe:["+strconv.FormatUint(ino, 10)+"]"] = true
+		if ino == 0 {
+			continue
+		}
+		for _, pid := range all["pipe:["+strconv.FormatUint(ino, 10)+"]"] {
+			if !seen[pid] && len(out) < maxHolders {
+				seen[pid] = true
+				out = append(out, pid)
+			}
 		}
 	}
-	if len(want) == 0 {
-		return nil
-	}
+	return out
+}
+
+// scanPipes maps every pipe held by a process other than the agent to the
+// processes holding it.
+func scanPipes() map[string][]int {
+	out := map[string][]int{}
 	self := os.Getpid()
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
-		return nil
+		return out
 	}
-	var out []int
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil || pid == self {
@@ -214,15 +248,16 @@ func pipeHolders(inodes ...uint64) []int {
 		if err != nil {
 			continue
 		}
+		var last string
 		for _, fd := range fds {
 			l, err := os.Readlink("/proc/" + e.Name() + "/fd/" + fd.Name())
-			if err == nil && want[l] {
-				out = append(out, pid)
-				break
+			if err != nil || !strings.HasPrefix(l, "pipe:") || l == last {
+				continue
 			}
-		}
-		if len(out) == maxHolders {
-			break
+			last = l
+			if ps := out[l]; len(ps) == 0 || ps[len(ps)-1] != pid {
+				out[l] = append(ps, pid)
+			}
 		}
 	}
 	return out
@@ -245,34 +280,30 @@ func drainOutput(drained <-chan struct{}, stdout, stderr *os.File) (leftRunning 
 	if stderr != nil {
 		inodes = append(inodes, pipeInode(stderr))
 	}
-	for checks := 0; ; checks++ {
-		holders := pipeHolders(inodes...)
-		if len(holders) > 0 && checks == 0 {
-			// A child may hold the pipes only for a moment more: one
-			// forked just before the exit that has yet to redirect its
-			// output or exit (seen under load). Look once more.
-			select {
-			case <-drained:
-				return nil
-			case <-time.After(drainGrace / 2):
-				continue
-			}
+	holders := pipeHolders(inodes...)
+	if len(holders) > 0 {
+		// A child may hold the pipes only for a moment more: one forked
+		// just before the exit that has yet to redirect its output or
+		// exit (seen under load). Look once more.
+		select {
+		case <-drained:
+			return nil
+		case <-time.After(drainGrace / 2):
 		}
-		if len(holders) == 0 {
-			// Every writer is gone: what is left in the pipes is finite and
-			// ends in EOF. A reader slowed by its consumer is waited for.
-			select {
-			case <-drained:
-				return nil
-			case <-time.After(drainGrace):
-				continue // a process may have inherited the pipe meanwhile
-			}
-		}
-		stopPump(stdout)
-		if stderr != nil {
-			stopPump(stderr)
-		}
-		<-drained
-		return holders
+		holders = pipeHolders(inodes...)
 	}
+	if len(holders) == 0 {
+		// Every writer is gone, and none can come back (a pipe's end
+		// passes only from a process that holds it): what is left in the
+		// pipes is finite and ends in EOF. A reader slowed by its
+		// consumer is waited for.
+		<-drained
+		return nil
+	}
+	stopPump(stdout)
+	if stderr != nil {
+		stopPump(stderr)
+	}
+	<-drained
+	return holders
 }

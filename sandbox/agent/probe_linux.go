@@ -7,11 +7,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// ProbeArg is the argument with which a container backend runs the agent
-// binary as ProbeSyscalls instead of as the agent (the binary is the one
-// program a backend knows is in the container, whatever the image).
-const ProbeArg = "__sandboxkit_probe_syscalls__"
-
 // ProbeSyscalls tries system calls that a sandbox's seccomp allowlist must
 // refuse and prints one line per call: "NAME=refused" or "NAME=allowed".
 // A backend runs it at creation to measure, rather than assume, that the

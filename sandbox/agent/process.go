@@ -59,6 +59,11 @@ func refuseHello(conn io.ReadWriteCloser, err error) {
 	_ = WriteFrame(conn, 0, FrameHelloOK, msg)
 }
 
+// ProbeArg is the argument with which a container backend runs the agent
+// binary as ProbeSyscalls instead of as the agent (the binary is the one
+// program a backend knows is in the container, whatever the image).
+const ProbeArg = "__sandboxkit_probe_syscalls__"
+
 // StdioWarmThreads is the number of OS threads ServeStdio makes before the
 // agent may start a process (ServeOptions.ProcessesReady). A container's
 // pids limit counts threads, and the Go runtime aborts the whole process

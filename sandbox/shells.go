@@ -158,10 +158,7 @@ func (sh *Shell) Run(ctx context.Context, command string, opts ShellRunOptions) 
 	ro := shell.RunOptions{Timeout: timeout, KillOnTimeout: opts.KillOnTimeout}
 	var capture *shellCapture
 	if opts.OutputFile != "" {
-		capture, err = sh.sb.newShellCapture(ctx, op, opts.OutputFile, opts.OutputFileLimit)
-		if err != nil {
-			return ShellResult{}, err
-		}
+		capture = sh.sb.newShellCapture(ctx, opts.OutputFile, opts.OutputFileLimit)
 		ro.Output = capture
 	}
 	sh.sb.Shells.setCapture(sh.ID(), capture)
@@ -287,14 +284,15 @@ type shellCapture struct {
 	err     error // the first failed append; nothing is written after it
 }
 
-func (sb *Sandbox) newShellCapture(ctx context.Context, op, path string, limit int64) (*shellCapture, error) {
+// newShellCapture creates (or empties) the file. A file that cannot be made
+// does not keep the command from running: the results say why it is missing.
+func (sb *Sandbox) newShellCapture(ctx context.Context, path string, limit int64) *shellCapture {
 	if limit <= 0 {
 		limit = DefaultOutputFileLimit
 	}
-	if err := sb.Files.Write(ctx, path, nil, 0); err != nil {
-		return nil, wrapErr(op, err)
-	}
-	return &shellCapture{sb: sb, path: path, limit: limit}, nil
+	c := &shellCapture{sb: sb, path: path, limit: limit}
+	c.err = sb.Files.Write(ctx, path, nil, 0)
+	return c
 }
 
 // Write keeps p (up to the limit) and appends to the file once a chunk is
@@ -342,6 +340,10 @@ func (c *shellCapture) flush() OutputFileInfo {
 	info := OutputFileInfo{OutputFile: c.path, OutputFileBytes: c.written, OutputFileCut: c.cut}
 	if c.err != nil {
 		info.OutputFileError = c.err.Error()
+		var se *Error
+		if errors.As(c.err, &se) {
+			info.OutputFileError = se.Message // the reason, without the Go operation's name
+		}
 		info.OutputFileCut = 0 // not a cap: the rest of the output is simply not there
 	}
 	return info

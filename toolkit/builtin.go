@@ -173,9 +173,12 @@ func (b *builtins) fit(s Section, linesKnown bool) Section {
 	return s
 }
 
-// fileNote says what a saved output file lacks: its cap was reached, or writing it failed.
-func fileNote(cut int64, werr string) string {
+// fileNote says what a saved output file lacks: its cap was reached, or writing it failed
+// (after bytes were written, or before any).
+func fileNote(cut, bytes int64, werr string) string {
 	switch {
+	case werr != "" && bytes == 0:
+		return "the output could not be saved (" + werr + ")"
 	case werr != "":
 		return "writing it failed (" + werr + "), so it holds only the start"
 	case cut > 0:
@@ -183,7 +186,6 @@ func fileNote(cut int64, werr string) string {
 	}
 	return ""
 }
-
 func seconds(n int) time.Duration { return time.Duration(n) * time.Second }
 
 func statusText(st sandbox.JobStatus) string {

@@ -118,7 +118,7 @@ func (b *builtins) shellSection(ctx context.Context, sh *sandbox.Shell, res sand
 	b.mu.Lock()
 	abs := b.bashFiles[sh.ID()]
 	b.mu.Unlock()
-	s.FileNote = fileNote(res.OutputFileCut, res.OutputFileError)
+	s.FileNote = fileNote(res.OutputFileCut, res.OutputFileBytes, res.OutputFileError)
 	if res.OutputFile != "" && (res.OutputFileBytes > 0 || s.FileNote == "") {
 		s.FullPath = abs
 		if res.Running {

@@ -127,7 +127,7 @@ func splitSandboxCut(text, stream string, dropped int64) (head, tail string) {
 // said honestly when the file was cut or failed, and with the count of omitted lines when it
 // can be known (the file is complete and holds one stream: stdoutOnly).
 func (b *builtins) pointAtFile(ctx context.Context, so, se *Section, f sandbox.OutputFileInfo, abs string, stdoutOnly bool) {
-	note := fileNote(f.OutputFileCut, f.OutputFileError)
+	note := fileNote(f.OutputFileCut, f.OutputFileBytes, f.OutputFileError)
 	for _, s := range []*Section{so, se} {
 		if s.Omitted == 0 {
 			continue
@@ -201,7 +201,7 @@ func (b *builtins) readBackground(ctx context.Context, in readJobIn) (textOut, e
 		s.OmittedLines = 0
 	}
 	if s.Omitted > 0 {
-		s.FileNote = fileNote(o.Status.OutputFileCut, o.Status.OutputFileError)
+		s.FileNote = fileNote(o.Status.OutputFileCut, o.Status.OutputFileBytes, o.Status.OutputFileError)
 		if file != "" && (o.Status.OutputFileBytes > 0 || s.FileNote == "") {
 			s.FullPath = file
 		}

@@ -136,7 +136,7 @@ func (b *builtins) runPython(ctx context.Context, in pythonIn) (pythonOut, error
 		cut = cut || sections[i].Omitted > 0
 	}
 	if cut {
-		note := fileNote(ex.OutputFileCut, ex.OutputFileError)
+		note := fileNote(ex.OutputFileCut, ex.OutputFileBytes, ex.OutputFileError)
 		for i := range sections {
 			if sections[i].Omitted > 0 {
 				sections[i].FileNote = note

@@ -362,3 +362,27 @@ func BenchmarkRunCommandOutputCapture(b *testing.B) {
 		}
 	})
 }
+
+// TestUnsavedOutputIsSaid: a failed save gave no path and no word about it.
+func TestUnsavedOutputIsSaid(t *testing.T) {
+	sb := newSandbox(t)
+	requirePython(t, sb)
+	// A file where the output directory should be: no output file can be made in it.
+	if err := sb.Files.Write(context.Background(), "blocked", []byte("x"), 0); err != nil {
+		t.Fatal(err)
+	}
+	kit := toolkit.ForSandbox(sb, toolkit.OutputDir("blocked/outputs"))
+	for _, c := range []struct{ tool, args string }{
+		{"run_command", `{"command":"seq 1 200000"}`},
+		{"bash", `{"command":"seq 1 200000"}`},
+		{"run_python", `{"code":"for i in range(1, 200001): print(i)"}`},
+	} {
+		res := call(t, kit, c.tool, c.args)
+		if res.IsError || !strings.HasSuffix(res.Text, "\n200000") {
+			t.Errorf("%s: the command must run and show its end even when its output cannot be saved:\n%s", c.tool, markerLines(res.Text))
+		}
+		if !strings.Contains(markerLines(res.Text), "could not be saved") || strings.Contains(markerLines(res.Text), "whole output is in") {
+			t.Errorf("%s: the marker does not say the output could not be saved:\n%s", c.tool, markerLines(res.Text))
+		}
+	}
+}

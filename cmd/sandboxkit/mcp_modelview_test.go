@@ -12,28 +12,7 @@ import (
 // contexts, sandbox_info, messages and argument descriptions.
 func TestMCPWhatTheModelSees(t *testing.T) {
 	c, _ := startStdio(t)
-	t.Run("the end of long output and the whole of it in a file", func(t *testing.T) {
-		for _, tool := range []string{"run_command", "bash"} {
-			out := c.ok(t, tool, map[string]any{"command": "seq 1 200000"})
-			if !strings.HasSuffix(out, "\n200000") || !strings.Contains(out, "\n1\n2\n3\n") {
-				t.Errorf("%s: the start and the end are not both shown:\n%.200s\n…\n%s", tool, out, out[max(0, len(out)-200):])
-			}
-			m := regexp.MustCompile(`\[… ([0-9,]+) lines \([0-9.]+ MB\) omitted; the whole output is in (\S+): read_file`).FindStringSubmatch(out)
-			if m == nil {
-				t.Fatalf("%s: no marker with the lines omitted and the file:\n%s", tool, out[len(out)/2-300:len(out)/2+300])
-			}
-			wc := c.ok(t, "run_command", map[string]any{"command": "wc -l < " + m[2] + "; tail -n 1 " + m[2]})
-			if !strings.Contains(wc, "200000\n200000") {
-				t.Errorf("%s: the saved file %s: %q, want 200000 lines ending in 200000", tool, m[2], wc)
-			}
-		}
-	})
-	t.Run("the end of long Python output", func(t *testing.T) {
-		out := c.ok(t, "run_python", map[string]any{"code": "for i in range(1, 200001):\n    print(i)"})
-		if !strings.HasSuffix(out, "\n200000") || !regexp.MustCompile(`\[… [0-9,]+ lines \([0-9.]+ MB\) omitted; the whole output is in \S+: read_file`).MatchString(out) {
-			t.Errorf("run_python with 200,000 lines:\n%.200s\n…\n%s", out, out[max(0, len(out)-400):])
-		}
-	})
+	t.Run("the end of long output and the whole of it in a file", func(t *testing.T) { checkLongOutput(t, c) })
 	t.Run("python displays in order", func(t *testing.T) {
 		out := c.ok(t, "run_python", map[string]any{"code": "display('DISP-ONE'); print('P'); 'RES-TWO'"})
 		if !strings.Contains(out, "--- display ---\n'DISP-ONE'\n--- stdout ---\nP\n--- result ---\n'RES-TWO'") {
@@ -94,4 +73,29 @@ func TestMCPWhatTheModelSees(t *testing.T) {
 			t.Errorf("only %d arguments listed", n)
 		}
 	})
+}
+
+// checkLongOutput: run_command and bash with 200,000 lines show the first and
+// the last lines, the marker counts the lines left out and names the file,
+// and the file holds every line; run_python shows the end too.
+func checkLongOutput(t *testing.T, c *client) {
+	t.Helper()
+	for _, tool := range []string{"run_command", "bash"} {
+		out := c.ok(t, tool, map[string]any{"command": "seq 1 200000"})
+		if !strings.HasSuffix(out, "\n200000") || !strings.Contains(out, "\n1\n2\n3\n") {
+			t.Errorf("%s: the start and the end are not both shown:\n%.200s\n…\n%s", tool, out, out[max(0, len(out)-200):])
+		}
+		m := regexp.MustCompile(`\[… ([0-9,]+) lines \([0-9.]+ MB\) omitted; the whole output is in (\S+): read_file`).FindStringSubmatch(out)
+		if m == nil {
+			t.Fatalf("%s: no marker with the lines omitted and the file:\n%s", tool, out[len(out)/2-300:len(out)/2+300])
+		}
+		wc := c.ok(t, "run_command", map[string]any{"command": "wc -l < " + m[2] + "; tail -n 1 " + m[2]})
+		if !strings.Contains(wc, "200000\n200000") {
+			t.Errorf("%s: the saved file %s: %q, want 200000 lines ending in 200000", tool, m[2], wc)
+		}
+	}
+	out := c.ok(t, "run_python", map[string]any{"code": "for i in range(1, 200001):\n    print(i)"})
+	if !strings.HasSuffix(out, "\n200000") || !regexp.MustCompile(`\[… [0-9,]+ lines \([0-9.]+ MB\) omitted; the whole output is in \S+: read_file`).MatchString(out) {
+		t.Errorf("run_python with 200,000 lines:\n%.200s\n…\n%s", out, out[max(0, len(out)-400):])
+	}
 }

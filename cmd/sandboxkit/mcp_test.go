@@ -840,6 +840,7 @@ func TestMCPDockerBackend(t *testing.T) {
 	checkTools(t, c)
 	checkPythonState(t, c)
 	checkBadArguments(t, c)
+	checkLongOutput(t, c)
 	id, _ := createdSandbox(t, srv, 1)
 	if line := srv.created()[0]; logValue(line, "isolation") != "container" {
 		t.Errorf("docker sandbox isolation %q, want container: %s", logValue(line, "isolation"), line)

@@ -10,7 +10,7 @@ import (
 
 	goopenai "github.com/sashabaranov/go-openai"
 
-	adopenai "github.com/sandboxkit/sandboxkit/adapters/openai"
+	"github.com/sandboxkit/sandboxkit/adapters/openaitools"
 	"github.com/sandboxkit/sandboxkit/toolkit"
 )
 
@@ -30,7 +30,7 @@ type Agent struct {
 	// Tools are the tools the model may call. Required (it may be empty).
 	Tools *toolkit.Toolkit
 	// Dispatch adjusts how each step's tool calls run (parallelism, image detail).
-	Dispatch []adopenai.Option
+	Dispatch []openaitools.Option
 
 	// MaxSteps bounds the model calls of one run (default DefaultMaxSteps).
 	MaxSteps int
@@ -138,7 +138,7 @@ func (a *Agent) Run(ctx context.Context, task string) (*Result, error) {
 		rec:    &recorder{w: a.Transcript},
 		budget: newBudget(a.ContextWindow),
 		policy: a.Retry.withDefaults(),
-		tools:  adopenai.Tools(a.Tools),
+		tools:  openaitools.Tools(a.Tools),
 	}
 	if b, err := json.Marshal(r.tools); err == nil {
 		r.toolBytes = len(b)
@@ -243,7 +243,7 @@ func (r *run) loop(ctx context.Context) (*Result, error) {
 			r.emit(ToolCall{Step: step, ID: c.ID, Name: c.Function.Name, Arguments: c.Function.Arguments})
 		}
 		began := time.Now()
-		out, err := adopenai.Dispatch(ctx, r.a.Tools, t.msg.ToolCalls, r.a.Dispatch...)
+		out, err := openaitools.Dispatch(ctx, r.a.Tools, t.msg.ToolCalls, r.a.Dispatch...)
 		if err != nil {
 			if ctx.Err() != nil {
 				return r.finish(StopCanceled, "", ctx.Err())
@@ -351,7 +351,7 @@ func (r *run) stream(ctx context.Context, req goopenai.ChatCompletionRequest, st
 		return turn{}, err
 	}
 	defer s.Close()
-	var acc adopenai.Accumulator
+	var acc openaitools.Accumulator
 	for {
 		chunk, err := s.Recv()
 		if errors.Is(err, io.EOF) {
@@ -370,7 +370,7 @@ func (r *run) stream(ctx context.Context, req goopenai.ChatCompletionRequest, st
 		}
 	}
 	if acc.FinishReason() == "" {
-		return turn{}, fmt.Errorf("%w (a connection cut mid-answer?)", adopenai.ErrIncompleteStream)
+		return turn{}, fmt.Errorf("%w (a connection cut mid-answer?)", openaitools.ErrIncompleteStream)
 	}
 	return turn{msg: acc.Message(), finish: acc.FinishReason(), usage: acc.Usage()}, nil
 }

@@ -14,7 +14,7 @@
 //	res, err := a.Run(ctx, "Plot the CSV in the workspace")
 //
 // Run asks the model (streaming), runs the tool calls of its answer through
-// adapters/openai.Dispatch (parallel where the tools allow it), sends the results back, and
+// openaitools.Dispatch (parallel where the tools allow it), sends the results back, and
 // repeats until the model answers without tool calls, [Agent.MaxSteps] model calls were made,
 // the token budget [Agent.MaxTokens] is spent, or ctx ends. Reaching a limit is not an error:
 // [Result.Reason] says why the run stopped. Errors are reserved for what the caller must act

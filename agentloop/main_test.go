@@ -10,7 +10,7 @@ import (
 	goopenai "github.com/sashabaranov/go-openai"
 	"go.uber.org/goleak"
 
-	"github.com/sandboxkit/sandboxkit/adapters/openai/openaitest"
+	"github.com/sandboxkit/sandboxkit/adapters/openaitools/openaitest"
 	"github.com/sandboxkit/sandboxkit/agentloop"
 	"github.com/sandboxkit/sandboxkit/toolkit"
 )

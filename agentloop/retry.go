@@ -16,7 +16,7 @@ import (
 
 	goopenai "github.com/sashabaranov/go-openai"
 
-	adopenai "github.com/sandboxkit/sandboxkit/adapters/openai"
+	"github.com/sandboxkit/sandboxkit/adapters/openaitools"
 )
 
 // RetryPolicy says how failed model calls are retried. The zero value means the defaults.
@@ -78,7 +78,7 @@ func retryable(err error) bool {
 	if errors.As(err, &reqErr) && reqErr.HTTPStatusCode != 0 {
 		return retryableStatus(reqErr.HTTPStatusCode)
 	}
-	if errors.Is(err, adopenai.ErrIncompleteStream) || errors.Is(err, io.ErrUnexpectedEOF) ||
+	if errors.Is(err, openaitools.ErrIncompleteStream) || errors.Is(err, io.ErrUnexpectedEOF) ||
 		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED) ||
 		errors.Is(err, syscall.EPIPE) {
 		return true

@@ -14,19 +14,22 @@ import (
 // DefinitionOption adjusts [Definitions].
 type DefinitionOption func(*definitionOptions)
 
-type definitionOptions struct{ strict bool }
+type definitionOptions struct{ plain bool }
 
-// Strict declares every tool whose schema has an OpenAI strict-mode form with that form and
-// Strict set, so the model cannot send arguments that miss or add a field. Use it with
-// OpenAI models; other providers may not understand the strict form (nullable types for
-// optional fields), which is why it is not the default.
-func Strict() DefinitionOption {
-	return func(o *definitionOptions) { o.strict = true }
+// NotStrict declares every tool with its plain schema and Strict off. Use it with providers
+// that do not understand OpenAI's strict form (optional fields as nullable types, every field
+// listed as required); OpenAI models want the default.
+func NotStrict() DefinitionOption {
+	return func(o *definitionOptions) { o.plain = true }
 }
 
 // Definitions declares every tool of tk for llms.WithTools, in registration order, with the
-// tool's real argument schema. Parameters is a map[string]any, the form every langchaingo
-// provider accepts (some, like googleai, accept nothing else).
+// tool's real argument schema. As with package openaitools, a tool whose schema has an OpenAI
+// strict-mode form is declared with that form and Strict set (the model then cannot send
+// arguments that miss or add a field); the others (a map or any argument) with their plain
+// schema and Strict off. [NotStrict] turns strict mode off for all. Parameters is a
+// map[string]any, the form every langchaingo provider accepts (some, like googleai, accept
+// nothing else).
 func Definitions(tk *toolkit.Toolkit, opts ...DefinitionOption) []llms.Tool {
 	var o definitionOptions
 	for _, opt := range opts {
@@ -36,7 +39,7 @@ func Definitions(tk *toolkit.Toolkit, opts ...DefinitionOption) []llms.Tool {
 	out := make([]llms.Tool, 0, len(all))
 	for _, t := range all {
 		raw, strict := t.Schema(), false
-		if o.strict {
+		if !o.plain {
 			if s, ok := t.StrictSchema(); ok {
 				raw, strict = s, true
 			}
@@ -73,7 +76,7 @@ func AssistantMessage(choice *llms.ContentChoice) llms.MessageContent {
 	return msg
 }
 
-// Execute runs the tool calls of one response, in order, and returns the messages answering
+// Dispatch runs the tool calls of one response, in order, and returns the messages answering
 // them: one role-tool message per call with a single ToolCallResponse part (ToolCallID, the
 // tool's name, the result text), followed — only when results carry images — by one human
 // message holding them as data: URLs. Append all of them, in order.
@@ -82,7 +85,7 @@ func AssistantMessage(choice *llms.ContentChoice) llms.MessageContent {
 // explaining the failure. The error is non-nil, and no messages are returned, for a call
 // without an id or function, or when a call hit an infrastructure failure (a dead sandbox,
 // ctx done); the remaining calls are then not run.
-func Execute(ctx context.Context, tk *toolkit.Toolkit, calls []llms.ToolCall) ([]llms.MessageContent, error) {
+func Dispatch(ctx context.Context, tk *toolkit.Toolkit, calls []llms.ToolCall) ([]llms.MessageContent, error) {
 	for i, c := range calls {
 		if c.ID == "" || c.FunctionCall == nil {
 			return nil, fmt.Errorf("langchaingo: tool call %d has no id or no function", i)

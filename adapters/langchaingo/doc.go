@@ -23,17 +23,19 @@
 // then stopping the agent is the right outcome. Images a tool produces cannot travel in an
 // observation string; the observation says they were left out.
 //
-// # Direct function calling: Definitions and Execute
+// # Direct function calling: Definitions and Dispatch
 //
-// With llms.WithTools the model sees the real schemas, not __arg1:
+// With llms.WithTools the model sees the real schemas, not __arg1, in strict mode where the
+// schema allows it (as package openaitools declares them; [NotStrict] for providers that do not
+// understand strict mode):
 //
 //	resp, err := llm.GenerateContent(ctx, msgs, llms.WithTools(langchaingo.Definitions(tk)))
 //	choice := resp.Choices[0]
 //	msgs = append(msgs, langchaingo.AssistantMessage(choice))
-//	results, err := langchaingo.Execute(ctx, tk, choice.ToolCalls)
+//	results, err := langchaingo.Dispatch(ctx, tk, choice.ToolCalls)
 //	msgs = append(msgs, results...)
 //
-// [Execute] answers each call with one role-tool message holding one ToolCallResponse part
+// [Dispatch] answers each call with one role-tool message holding one ToolCallResponse part
 // (langchaingo's OpenAI provider refuses tool messages with more than one part). Images go
 // after the tool messages in one human message, as data: URLs, since tool messages carry
 // text only. Calls run one after another, in order.
@@ -46,6 +48,6 @@
 // functions agent streams only when it has a callbacks handler.
 //
 // examples/langchaingo in this module is a complete agent program built on [Tools], and its
-// test runs it against the scripted server of package adapters/openai/openaitest, which
+// test runs it against the scripted server of package adapters/openaitools/openaitest, which
 // works as the endpoint of langchaingo's OpenAI LLM (openai.WithBaseURL(srv.URL)) too.
 package langchaingo

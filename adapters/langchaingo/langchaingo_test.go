@@ -17,7 +17,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sandboxkit/sandboxkit/adapters/langchaingo"
-	"github.com/sandboxkit/sandboxkit/adapters/openai/openaitest"
+	"github.com/sandboxkit/sandboxkit/adapters/openaitools/openaitest"
 	"github.com/sandboxkit/sandboxkit/toolkit"
 )
 
@@ -299,7 +299,7 @@ func TestDirectToolCalling(t *testing.T) {
 			)
 			llm := newLLM(t, srv)
 			ctx := context.Background()
-			opts := []llms.CallOption{llms.WithTools(langchaingo.Definitions(tk, langchaingo.Strict()))}
+			opts := []llms.CallOption{llms.WithTools(langchaingo.Definitions(tk))}
 			if tc.stream {
 				opts = append(opts, llms.WithStreamingFunc(func(context.Context, []byte) error { return nil }))
 			}
@@ -312,7 +312,7 @@ func TestDirectToolCalling(t *testing.T) {
 			if len(choice.ToolCalls) != 3 {
 				t.Fatalf("tool calls = %+v", choice.ToolCalls)
 			}
-			results, err := langchaingo.Execute(ctx, tk, choice.ToolCalls)
+			results, err := langchaingo.Dispatch(ctx, tk, choice.ToolCalls)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -351,8 +351,8 @@ func TestDefinitions(t *testing.T) {
 		wantStrict []bool
 		wantReq    []string // required list of shout's schema
 	}{
-		{"plain schemas by default", nil, []bool{false, false}, []string{"text"}},
-		{"strict where possible", []langchaingo.DefinitionOption{langchaingo.Strict()}, []bool{true, false}, []string{"text", "repeat"}},
+		{"strict where possible by default", nil, []bool{true, false}, []string{"text", "repeat"}},
+		{"plain schemas with NotStrict", []langchaingo.DefinitionOption{langchaingo.NotStrict()}, []bool{false, false}, []string{"text"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			defs := langchaingo.Definitions(tk, tc.opts...)
@@ -372,9 +372,9 @@ func TestDefinitions(t *testing.T) {
 	}
 }
 
-func TestExecuteFailures(t *testing.T) {
+func TestDispatchFailures(t *testing.T) {
 	tk := toolkit.Of(addTool(), crashTool())
-	msgs, err := langchaingo.Execute(context.Background(), tk, []llms.ToolCall{
+	msgs, err := langchaingo.Dispatch(context.Background(), tk, []llms.ToolCall{
 		{ID: "1", Type: "function", FunctionCall: &llms.FunctionCall{Name: "add", Arguments: `{"a":1}`}},
 		{ID: "2", Type: "function", FunctionCall: &llms.FunctionCall{Name: "nope", Arguments: `{}`}},
 	})
@@ -387,10 +387,10 @@ func TestExecuteFailures(t *testing.T) {
 			t.Errorf("message %d = %+v; want one tool response mentioning %q", i, msgs[i], want)
 		}
 	}
-	if _, err := langchaingo.Execute(context.Background(), tk, []llms.ToolCall{{ID: "x", FunctionCall: &llms.FunctionCall{Name: "crash"}}}); !errors.As(err, new(deadSandbox)) {
+	if _, err := langchaingo.Dispatch(context.Background(), tk, []llms.ToolCall{{ID: "x", FunctionCall: &llms.FunctionCall{Name: "crash"}}}); !errors.As(err, new(deadSandbox)) {
 		t.Errorf("dead sandbox: err = %v", err)
 	}
-	if _, err := langchaingo.Execute(context.Background(), tk, []llms.ToolCall{{ID: "x"}}); err == nil {
+	if _, err := langchaingo.Dispatch(context.Background(), tk, []llms.ToolCall{{ID: "x"}}); err == nil {
 		t.Errorf("a call without a function was accepted")
 	}
 }

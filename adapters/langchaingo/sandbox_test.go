@@ -12,7 +12,7 @@ import (
 	"github.com/tmc/langchaingo/llms"
 
 	"github.com/sandboxkit/sandboxkit/adapters/langchaingo"
-	"github.com/sandboxkit/sandboxkit/adapters/openai/openaitest"
+	"github.com/sandboxkit/sandboxkit/adapters/openaitools/openaitest"
 	"github.com/sandboxkit/sandboxkit/sandbox/sandboxtest"
 	"github.com/sandboxkit/sandboxkit/toolkit"
 )
@@ -126,8 +126,9 @@ func TestDirectToolCallingInSandbox(t *testing.T) {
 					_ = json.Unmarshal(b, &params)
 				}
 			}
-			if _, ok := params.Properties["timeout_seconds"]; !ok || strings.Join(params.Required, ",") != "code" {
-				t.Errorf("run_python declared with %+v; want its real schema", params)
+			// Strict form by default: every field required, the optional ones nullable.
+			if _, ok := params.Properties["timeout_seconds"]; !ok || strings.Join(params.Required, ",") != "code,context_id,timeout_seconds" {
+				t.Errorf("run_python declared with %+v; want its real schema in strict form", params)
 			}
 			return openaitest.Reply{ToolCalls: []openaitest.ToolCall{
 				{ID: "bad", Name: "run_python", Arguments: marshal(map[string]any{"code": readingsCode, "timeout_seconds": "thirty"})},
@@ -172,7 +173,7 @@ func TestDirectToolCallingInSandbox(t *testing.T) {
 			answer = choice.Content
 			break
 		}
-		results, err := langchaingo.Execute(ctx, tk, choice.ToolCalls)
+		results, err := langchaingo.Dispatch(ctx, tk, choice.ToolCalls)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -13,7 +13,7 @@ import (
 
 	"github.com/creack/pty"
 
-	"github.com/sandboxkit/sandboxkit/adapters/openai/openaitest"
+	"github.com/sandboxkit/sandboxkit/adapters/openaitools/openaitest"
 )
 
 // buildExample builds this example's binary, for tests that run it as a user does.

@@ -11,7 +11,7 @@ import (
 	"regexp"
 	"testing"
 
-	"github.com/sandboxkit/sandboxkit/adapters/openai/openaitest"
+	"github.com/sandboxkit/sandboxkit/adapters/openaitools/openaitest"
 	"github.com/sandboxkit/sandboxkit/agentloop"
 	"github.com/sandboxkit/sandboxkit/sandbox"
 	"github.com/sandboxkit/sandboxkit/toolkit"

@@ -13,7 +13,7 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/sandboxkit/sandboxkit/adapters/openai/openaitest"
+	"github.com/sandboxkit/sandboxkit/adapters/openaitools/openaitest"
 	"github.com/sandboxkit/sandboxkit/sandbox/sandboxtest"
 )
 

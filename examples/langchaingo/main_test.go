@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sandboxkit/sandboxkit/adapters/openai/openaitest"
+	"github.com/sandboxkit/sandboxkit/adapters/openaitools/openaitest"
 	"github.com/sandboxkit/sandboxkit/sandbox/sandboxtest"
 )
 

@@ -8,7 +8,7 @@
 // default gpt-4o-mini) from the environment. The key stays in this process: the sandbox gets
 // a minimal environment of its own, not this one.
 //
-// Each turn is streamed; adapters/openai's Accumulator rebuilds the tool calls from the
+// Each turn is streamed; adapters/openaitools's Accumulator rebuilds the tool calls from the
 // fragments, and Dispatch runs them in the sandbox and returns the messages to send back.
 package main
 
@@ -22,9 +22,9 @@ import (
 	"os/signal"
 	"strings"
 
-	goopenai "github.com/sashabaranov/go-openai"
+	"github.com/sashabaranov/go-openai"
 
-	"github.com/sandboxkit/sandboxkit/adapters/openai"
+	"github.com/sandboxkit/sandboxkit/adapters/openaitools"
 	"github.com/sandboxkit/sandboxkit/sandbox"
 	"github.com/sandboxkit/sandboxkit/toolkit"
 )
@@ -52,7 +52,7 @@ func run(ctx context.Context, task string, out io.Writer) error {
 	if key == "" {
 		return errors.New("set OPENAI_API_KEY (and OPENAI_BASE_URL for an endpoint other than OpenAI's)")
 	}
-	cfg := goopenai.DefaultConfig(key)
+	cfg := openai.DefaultConfig(key)
 	if base := os.Getenv("OPENAI_BASE_URL"); base != "" {
 		cfg.BaseURL = base
 	}
@@ -60,7 +60,7 @@ func run(ctx context.Context, task string, out io.Writer) error {
 	if model == "" {
 		model = "gpt-4o-mini"
 	}
-	client := goopenai.NewClientWithConfig(cfg)
+	client := openai.NewClientWithConfig(cfg)
 
 	// The default sandbox: namespace isolation, no network, a temporary workspace.
 	sb, err := sandbox.New(ctx)
@@ -71,13 +71,13 @@ func run(ctx context.Context, task string, out io.Writer) error {
 	fmt.Fprintf(out, "sandbox %s, isolation: %s\n", sb.ID(), sb.Info().Isolation)
 	tk := toolkit.ForSandbox(sb)
 
-	req := goopenai.ChatCompletionRequest{
+	req := openai.ChatCompletionRequest{
 		Model: model,
-		Messages: []goopenai.ChatCompletionMessage{
-			{Role: goopenai.ChatMessageRoleSystem, Content: "You work in a Linux sandbox through the tools given. Use them to do the task, then answer briefly."},
-			{Role: goopenai.ChatMessageRoleUser, Content: task},
+		Messages: []openai.ChatCompletionMessage{
+			{Role: openai.ChatMessageRoleSystem, Content: "You work in a Linux sandbox through the tools given. Use them to do the task, then answer briefly."},
+			{Role: openai.ChatMessageRoleUser, Content: task},
 		},
-		Tools: openai.Tools(tk),
+		Tools: openaitools.Tools(tk),
 	}
 	for turn := 0; turn < maxTurns; turn++ {
 		msg, err := ask(ctx, client, req, out)
@@ -94,12 +94,12 @@ func run(ctx context.Context, task string, out io.Writer) error {
 		for _, c := range msg.ToolCalls {
 			fmt.Fprintf(out, "-> %s %s\n", c.Function.Name, c.Function.Arguments)
 		}
-		results, err := openai.Dispatch(ctx, tk, msg.ToolCalls)
+		results, err := openaitools.Dispatch(ctx, tk, msg.ToolCalls)
 		if err != nil {
 			return err // the sandbox is gone or ctx is done: asking the model again cannot help
 		}
 		for _, r := range results {
-			if r.Role == goopenai.ChatMessageRoleTool {
+			if r.Role == openai.ChatMessageRoleTool {
 				fmt.Fprintf(out, "<- %s\n", indent(r.Content))
 			}
 		}
@@ -110,23 +110,23 @@ func run(ctx context.Context, task string, out io.Writer) error {
 
 // ask streams one turn, printing the text as it arrives, and returns the whole assistant
 // message.
-func ask(ctx context.Context, client *goopenai.Client, req goopenai.ChatCompletionRequest, out io.Writer) (goopenai.ChatCompletionMessage, error) {
+func ask(ctx context.Context, client *openai.Client, req openai.ChatCompletionRequest, out io.Writer) (openai.ChatCompletionMessage, error) {
 	stream, err := client.CreateChatCompletionStream(ctx, req)
 	if err != nil {
-		return goopenai.ChatCompletionMessage{}, err
+		return openai.ChatCompletionMessage{}, err
 	}
 	defer stream.Close()
-	var acc openai.Accumulator
+	var acc openaitools.Accumulator
 	for {
 		chunk, err := stream.Recv()
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
-			return goopenai.ChatCompletionMessage{}, err
+			return openai.ChatCompletionMessage{}, err
 		}
 		if err := acc.Add(chunk); err != nil {
-			return goopenai.ChatCompletionMessage{}, err
+			return openai.ChatCompletionMessage{}, err
 		}
 		for _, c := range chunk.Choices {
 			fmt.Fprint(out, c.Delta.Content)
@@ -137,9 +137,9 @@ func ask(ctx context.Context, client *goopenai.Client, req goopenai.ChatCompleti
 	}
 	switch acc.FinishReason() {
 	case "":
-		return goopenai.ChatCompletionMessage{}, errors.New("the stream ended before the message did")
-	case goopenai.FinishReasonLength:
-		return goopenai.ChatCompletionMessage{}, errors.New("the reply hit the token limit")
+		return openai.ChatCompletionMessage{}, errors.New("the stream ended before the message did")
+	case openai.FinishReasonLength:
+		return openai.ChatCompletionMessage{}, errors.New("the reply hit the token limit")
 	}
 	return acc.Message(), nil
 }

@@ -1,4 +1,4 @@
-package openai
+package openaitools
 
 import (
 	"context"
@@ -58,11 +58,11 @@ func Dispatch(ctx context.Context, tk *toolkit.Toolkit, calls []goopenai.ToolCal
 	for i, c := range calls {
 		switch {
 		case c.ID == "":
-			return nil, fmt.Errorf("openai: tool call %d (%s) has no id; pass the calls of a complete message (see Accumulator for streams)", i, c.Function.Name)
+			return nil, fmt.Errorf("openaitools: tool call %d (%s) has no id; pass the calls of a complete message (see Accumulator for streams)", i, c.Function.Name)
 		case seen[c.ID]:
-			return nil, fmt.Errorf("openai: tool call id %q appears twice", c.ID)
+			return nil, fmt.Errorf("openaitools: tool call id %q appears twice", c.ID)
 		case c.Type != "" && c.Type != goopenai.ToolTypeFunction:
-			return nil, fmt.Errorf("openai: tool call %s has type %q; only function calls can be dispatched", c.ID, c.Type)
+			return nil, fmt.Errorf("openaitools: tool call %s has type %q; only function calls can be dispatched", c.ID, c.Type)
 		}
 		seen[c.ID] = true
 	}
@@ -78,7 +78,7 @@ func Dispatch(ctx context.Context, tk *toolkit.Toolkit, calls []goopenai.ToolCal
 		res, err := tk.Call(ctx, c.Function.Name, json.RawMessage(c.Function.Arguments))
 		results[i] = res
 		if err != nil {
-			errs[i] = fmt.Errorf("openai: tool call %s (%s): %w", c.ID, c.Function.Name, err)
+			errs[i] = fmt.Errorf("openaitools: tool call %s (%s): %w", c.ID, c.Function.Name, err)
 			cancel(errs[i])
 		}
 	}
@@ -129,7 +129,7 @@ func Dispatch(ctx context.Context, tk *toolkit.Toolkit, calls []goopenai.ToolCal
 	}
 	for i, ok := range ran {
 		if !ok {
-			return nil, fmt.Errorf("openai: tool call %s (%s) not run: %w", calls[i].ID, calls[i].Function.Name, context.Cause(ctx))
+			return nil, fmt.Errorf("openaitools: tool call %s (%s) not run: %w", calls[i].ID, calls[i].Function.Name, context.Cause(ctx))
 		}
 	}
 	return messages(calls, results, o.detail), nil

@@ -1,4 +1,4 @@
-// Package openai connects a [toolkit.Toolkit] to github.com/sashabaranov/go-openai.
+// Package openaitools connects a [toolkit.Toolkit] to github.com/sashabaranov/go-openai.
 //
 // Three pieces cover one function-calling turn:
 //
@@ -12,7 +12,7 @@
 //
 // A loop over them looks like this:
 //
-//	req := goopenai.ChatCompletionRequest{Model: model, Messages: msgs, Tools: openai.Tools(tk)}
+//	req := goopenai.ChatCompletionRequest{Model: model, Messages: msgs, Tools: openaitools.Tools(tk)}
 //	for {
 //		resp, err := client.CreateChatCompletion(ctx, req)
 //		if err != nil { ... }
@@ -21,7 +21,7 @@
 //		if len(msg.ToolCalls) == 0 {
 //			break // msg.Content is the answer
 //		}
-//		results, err := openai.Dispatch(ctx, tk, msg.ToolCalls)
+//		results, err := openaitools.Dispatch(ctx, tk, msg.ToolCalls)
 //		if err != nil { ... } // the sandbox is gone or ctx is done; asking again cannot help
 //		req.Messages = append(req.Messages, results...)
 //	}
@@ -62,4 +62,4 @@
 // openaitest is a scripted OpenAI-compatible server for testing code built on this package.
 // examples/openai in this module is a complete program built on it, with a test that runs it
 // against that server.
-package openai
+package openaitools

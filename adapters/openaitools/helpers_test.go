@@ -1,4 +1,4 @@
-package openai_test
+package openaitools_test
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package openai_test
+package openaitools_test
 
 import (
 	"context"
@@ -12,8 +12,8 @@ import (
 
 	goopenai "github.com/sashabaranov/go-openai"
 
-	"github.com/sandboxkit/sandboxkit/adapters/openai"
-	"github.com/sandboxkit/sandboxkit/adapters/openai/openaitest"
+	"github.com/sandboxkit/sandboxkit/adapters/openaitools"
+	"github.com/sandboxkit/sandboxkit/adapters/openaitools/openaitest"
 	"github.com/sandboxkit/sandboxkit/toolkit"
 )
 
@@ -34,7 +34,7 @@ type shapeIn struct {
 func TestToolsAreStrictWhereTheSchemaAllows(t *testing.T) {
 	shape := toolkit.New("shape", "Draw a shape.", func(ctx context.Context, in shapeIn) (sumOut, error) { return sumOut{}, nil })
 	tk := toolkit.Of(addTool(), tagTool(), shape)
-	tools := openai.Tools(tk)
+	tools := openaitools.Tools(tk)
 	if !tools[2].Function.Strict {
 		t.Errorf("nested structs, slices, pointers and enums should be strict")
 	}
@@ -107,7 +107,7 @@ func TestStreamedRoundTrip(t *testing.T) {
 	req := goopenai.ChatCompletionRequest{
 		Model:         "gpt-test",
 		Messages:      []goopenai.ChatCompletionMessage{{Role: "user", Content: "add 20 and 22 and note it"}},
-		Tools:         openai.Tools(tk),
+		Tools:         openaitools.Tools(tk),
 		StreamOptions: &goopenai.StreamOptions{IncludeUsage: true},
 	}
 	var answer string
@@ -116,7 +116,7 @@ func TestStreamedRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var acc openai.Accumulator
+		var acc openaitools.Accumulator
 		err = acc.ReadAll(stream)
 		stream.Close()
 		if err != nil {
@@ -131,7 +131,7 @@ func TestStreamedRoundTrip(t *testing.T) {
 			answer = msg.Content
 			break
 		}
-		results, err := openai.Dispatch(ctx, tk, msg.ToolCalls)
+		results, err := openaitools.Dispatch(ctx, tk, msg.ToolCalls)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -155,7 +155,7 @@ func TestDispatchAnswersEveryCallInOrder(t *testing.T) {
 		{ID: "4", Function: goopenai.FunctionCall{Name: "write_note", Arguments: `{"path":"../escape","content":"x"}`}},
 		{ID: "5", Type: "function", Function: goopenai.FunctionCall{Name: "add", Arguments: `{"a":1,"b":2`}},
 	}
-	msgs, err := openai.Dispatch(context.Background(), tk, calls)
+	msgs, err := openaitools.Dispatch(context.Background(), tk, calls)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +189,7 @@ func TestDispatchRefusesUnusableCalls(t *testing.T) {
 		{"not a function", []goopenai.ToolCall{{ID: "x", Type: "web_search"}}, "only function calls"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			msgs, err := openai.Dispatch(context.Background(), tk, tc.calls)
+			msgs, err := openaitools.Dispatch(context.Background(), tk, tc.calls)
 			if err == nil || !strings.Contains(err.Error(), tc.want) || msgs != nil {
 				t.Errorf("Dispatch = %v, %v; want no messages and an error containing %q", msgs, err, tc.want)
 			}
@@ -211,7 +211,7 @@ func TestDispatchStopsOnInfrastructureFailure(t *testing.T) {
 		return sumOut{}, deadSandbox{}
 	}, toolkit.ReadOnly())
 	tk := toolkit.Of(slow, crash, addTool())
-	msgs, err := openai.Dispatch(context.Background(), tk, []goopenai.ToolCall{
+	msgs, err := openaitools.Dispatch(context.Background(), tk, []goopenai.ToolCall{
 		{ID: "a", Function: goopenai.FunctionCall{Name: "slow"}},
 		{ID: "b", Function: goopenai.FunctionCall{Name: "crash"}},
 	})
@@ -225,7 +225,7 @@ func TestDispatchStopsOnInfrastructureFailure(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := openai.Dispatch(ctx, tk, []goopenai.ToolCall{{ID: "c", Function: goopenai.FunctionCall{Name: "add"}}}); !errors.Is(err, context.Canceled) {
+	if _, err := openaitools.Dispatch(ctx, tk, []goopenai.ToolCall{{ID: "c", Function: goopenai.FunctionCall{Name: "add"}}}); !errors.Is(err, context.Canceled) {
 		t.Errorf("Dispatch with a cancelled context = %v", err)
 	}
 }
@@ -278,7 +278,7 @@ func TestDispatchConcurrency(t *testing.T) {
 				return sumOut{}, errors.New("the other call never started: calls ran one by one")
 			}
 		}, toolkit.ReadOnly())
-		msgs, err := openai.Dispatch(context.Background(), toolkit.Of(meet), []goopenai.ToolCall{
+		msgs, err := openaitools.Dispatch(context.Background(), toolkit.Of(meet), []goopenai.ToolCall{
 			{ID: "a", Function: goopenai.FunctionCall{Name: "meet"}}, {ID: "b", Function: goopenai.FunctionCall{Name: "meet"}},
 		})
 		if err != nil || msgs[0].Content != "sum: 1" || msgs[1].Content != "sum: 1" {
@@ -288,14 +288,14 @@ func TestDispatchConcurrency(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		readOnly  bool
-		opts      []openai.Option
+		opts      []openaitools.Option
 		wantPeak  int32 // the most calls that may overlap
 		wantOrder bool  // calls must run in the model's order
 	}{
 		{"calls that may write run one at a time, in order", false, nil, 1, true},
-		{"MaxParallel bounds read-only calls", true, []openai.Option{openai.MaxParallel(2)}, 2, false},
-		{"MaxParallel(0) runs one at a time", true, []openai.Option{openai.MaxParallel(0)}, 1, true},
-		{"AssumeIndependent lets writers overlap within the bound", false, []openai.Option{openai.AssumeIndependent(), openai.MaxParallel(3)}, 3, false},
+		{"MaxParallel bounds read-only calls", true, []openaitools.Option{openaitools.MaxParallel(2)}, 2, false},
+		{"MaxParallel(0) runs one at a time", true, []openaitools.Option{openaitools.MaxParallel(0)}, 1, true},
+		{"AssumeIndependent lets writers overlap within the bound", false, []openaitools.Option{openaitools.AssumeIndependent(), openaitools.MaxParallel(3)}, 3, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := &concurrencyProbe{}
@@ -304,7 +304,7 @@ func TestDispatchConcurrency(t *testing.T) {
 				opts = append(opts, toolkit.ReadOnly())
 			}
 			titles := []string{"a", "b", "c", "d", "e", "f"}
-			msgs, err := openai.Dispatch(context.Background(), toolkit.Of(p.tool("probe", opts...)), probeCalls("probe", titles...), tc.opts...)
+			msgs, err := openaitools.Dispatch(context.Background(), toolkit.Of(p.tool("probe", opts...)), probeCalls("probe", titles...), tc.opts...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -325,7 +325,7 @@ func TestDispatchConcurrency(t *testing.T) {
 		p := &concurrencyProbe{}
 		tk := toolkit.Of(p.tool("look", toolkit.ReadOnly()), p.tool("change"))
 		calls := append(append(probeCalls("look", "a", "b"), probeCalls("change", "W")...), probeCalls("look", "c", "d")...)
-		if _, err := openai.Dispatch(context.Background(), tk, calls); err != nil {
+		if _, err := openaitools.Dispatch(context.Background(), tk, calls); err != nil {
 			t.Fatal(err)
 		}
 		got := strings.Join(p.order, "")
@@ -341,7 +341,7 @@ func TestImagesReachTheModelInAUserMessage(t *testing.T) {
 		{ID: "p1", Type: "function", Function: goopenai.FunctionCall{Name: "plot", Arguments: `{"title":"sin"}`}},
 		{ID: "s1", Type: "function", Function: goopenai.FunctionCall{Name: "add", Arguments: `{"a":1,"b":1}`}},
 	}
-	msgs, err := openai.Dispatch(context.Background(), tk, calls, openai.ImageDetail(goopenai.ImageURLDetailLow))
+	msgs, err := openaitools.Dispatch(context.Background(), tk, calls, openaitools.ImageDetail(goopenai.ImageURLDetailLow))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -367,7 +367,7 @@ func TestImagesReachTheModelInAUserMessage(t *testing.T) {
 		{Role: "assistant", ToolCalls: calls},
 	}
 	if _, err := srv.Client().CreateChatCompletion(context.Background(), goopenai.ChatCompletionRequest{
-		Model: "gpt-test", Messages: append(conv, msgs...), Tools: openai.Tools(tk),
+		Model: "gpt-test", Messages: append(conv, msgs...), Tools: openaitools.Tools(tk),
 	}); err != nil {
 		t.Errorf("the API would refuse the conversation: %v", err)
 	}
@@ -375,7 +375,7 @@ func TestImagesReachTheModelInAUserMessage(t *testing.T) {
 
 func TestEmptyToolOutputIsStillContent(t *testing.T) {
 	quiet := toolkit.New("quiet", "Says nothing.", func(ctx context.Context, in emptyIn) (quietOut, error) { return quietOut{}, nil })
-	msgs, err := openai.Dispatch(context.Background(), toolkit.Of(quiet), []goopenai.ToolCall{{ID: "q", Function: goopenai.FunctionCall{Name: "quiet"}}})
+	msgs, err := openaitools.Dispatch(context.Background(), toolkit.Of(quiet), []goopenai.ToolCall{{ID: "q", Function: goopenai.FunctionCall{Name: "quiet"}}})
 	if err != nil {
 		t.Fatal(err)
 	}

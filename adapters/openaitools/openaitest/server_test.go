@@ -15,7 +15,7 @@ import (
 	goopenai "github.com/sashabaranov/go-openai"
 	"go.uber.org/goleak"
 
-	"github.com/sandboxkit/sandboxkit/adapters/openai/openaitest"
+	"github.com/sandboxkit/sandboxkit/adapters/openaitools/openaitest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -1,4 +1,4 @@
-package openai_test
+package openaitools_test
 
 import (
 	"context"
@@ -11,8 +11,8 @@ import (
 
 	goopenai "github.com/sashabaranov/go-openai"
 
-	"github.com/sandboxkit/sandboxkit/adapters/openai"
-	"github.com/sandboxkit/sandboxkit/adapters/openai/openaitest"
+	"github.com/sandboxkit/sandboxkit/adapters/openaitools"
+	"github.com/sandboxkit/sandboxkit/adapters/openaitools/openaitest"
 )
 
 func intp(i int) *int { return &i }
@@ -100,7 +100,7 @@ func TestAccumulatorRebuildsTheMessage(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var a openai.Accumulator
+			var a openaitools.Accumulator
 			for i, c := range tc.chunks {
 				if err := a.Add(c); err != nil {
 					t.Fatalf("chunk %d: %v", i, err)
@@ -132,7 +132,7 @@ func TestAccumulatorRefusesChunksItCannotPlace(t *testing.T) {
 		{"second choice", []goopenai.ChatCompletionStreamResponse{{Choices: []goopenai.ChatCompletionStreamChoice{{Index: 1}}}}, "choice 1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var a openai.Accumulator
+			var a openaitools.Accumulator
 			var err error
 			var before string
 			for _, c := range tc.chunks {
@@ -162,7 +162,7 @@ func TestReadAllReportsBrokenStreams(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var a openai.Accumulator
+		var a openaitools.Accumulator
 		err = a.ReadAll(stream)
 		stream.Close()
 		switch {
@@ -190,8 +190,8 @@ func TestReadAllReportsBrokenStreams(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer stream.Close()
-	var a openai.Accumulator
-	if err := a.ReadAll(stream); !errors.Is(err, openai.ErrIncompleteStream) {
+	var a openaitools.Accumulator
+	if err := a.ReadAll(stream); !errors.Is(err, openaitools.ErrIncompleteStream) {
 		t.Errorf("err = %v, want ErrIncompleteStream", err)
 	}
 }
@@ -202,7 +202,7 @@ func FuzzAccumulator(f *testing.F) {
 	f.Add([]byte{0, 1, 2, 3, 1, 0, 5})
 	f.Add([]byte{9, 9, 9})
 	f.Fuzz(func(t *testing.T, ops []byte) {
-		var a openai.Accumulator
+		var a openaitools.Accumulator
 		for i, op := range ops {
 			d := goopenai.ToolCall{Function: goopenai.FunctionCall{Arguments: string(rune('a' + i%26))}}
 			if op&1 == 0 {

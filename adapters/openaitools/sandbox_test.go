@@ -1,4 +1,4 @@
-package openai_test
+package openaitools_test
 
 import (
 	"context"
@@ -13,8 +13,8 @@ import (
 
 	goopenai "github.com/sashabaranov/go-openai"
 
-	"github.com/sandboxkit/sandboxkit/adapters/openai"
-	"github.com/sandboxkit/sandboxkit/adapters/openai/openaitest"
+	"github.com/sandboxkit/sandboxkit/adapters/openaitools"
+	"github.com/sandboxkit/sandboxkit/adapters/openaitools/openaitest"
 	"github.com/sandboxkit/sandboxkit/sandbox"
 	"github.com/sandboxkit/sandboxkit/sandbox/sandboxtest"
 	"github.com/sandboxkit/sandboxkit/toolkit"
@@ -68,7 +68,7 @@ func TestStreamedRoundTripInSandbox(t *testing.T) {
 	req := goopenai.ChatCompletionRequest{
 		Model:         "gpt-test",
 		Messages:      []goopenai.ChatCompletionMessage{{Role: "user", Content: "sum the first ten squares, and save 6*7 in answer.txt"}},
-		Tools:         openai.Tools(tk),
+		Tools:         openaitools.Tools(tk),
 		StreamOptions: &goopenai.StreamOptions{IncludeUsage: true},
 	}
 	var answer string
@@ -78,7 +78,7 @@ func TestStreamedRoundTripInSandbox(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var acc openai.Accumulator
+		var acc openaitools.Accumulator
 		for {
 			chunk, err := stream.Recv()
 			if errors.Is(err, io.EOF) {
@@ -106,7 +106,7 @@ func TestStreamedRoundTripInSandbox(t *testing.T) {
 			answer = msg.Content
 			break
 		}
-		results, err := openai.Dispatch(ctx, tk, msg.ToolCalls)
+		results, err := openaitools.Dispatch(ctx, tk, msg.ToolCalls)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -166,14 +166,14 @@ func TestPlotFromRunPythonReachesTheModel(t *testing.T) {
 	req := goopenai.ChatCompletionRequest{
 		Model:    "gpt-test",
 		Messages: []goopenai.ChatCompletionMessage{{Role: "user", Content: "plot x squared"}},
-		Tools:    openai.Tools(tk),
+		Tools:    openaitools.Tools(tk),
 	}
 	resp, err := client.CreateChatCompletion(ctx, req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	msg := resp.Choices[0].Message
-	results, err := openai.Dispatch(ctx, tk, msg.ToolCalls)
+	results, err := openaitools.Dispatch(ctx, tk, msg.ToolCalls)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package openai
+package openaitools
 
 import (
 	"errors"
@@ -12,7 +12,7 @@ import (
 
 // ErrIncompleteStream is wrapped by the error [Accumulator.ReadAll] returns when a stream
 // ended cleanly but before any finish reason: what was received may be half a tool call.
-var ErrIncompleteStream = errors.New("openai: stream ended before its finish reason")
+var ErrIncompleteStream = errors.New("openaitools: stream ended before its finish reason")
 
 // Accumulator rebuilds one assistant message from the chunks of a streamed chat completion
 // (a request with n = 1). Feed it every chunk with [Accumulator.Add], or a whole stream with
@@ -50,7 +50,7 @@ func (a *Accumulator) Add(chunk goopenai.ChatCompletionStreamResponse) error {
 	)
 	for _, ch := range chunk.Choices {
 		if ch.Index != 0 {
-			return fmt.Errorf("openai: stream chunk for choice %d; Accumulator handles single-choice streams (n = 1)", ch.Index)
+			return fmt.Errorf("openaitools: stream chunk for choice %d; Accumulator handles single-choice streams (n = 1)", ch.Index)
 		}
 		for _, d := range ch.Delta.ToolCalls {
 			id := func(i int) (string, bool) {
@@ -72,14 +72,14 @@ func (a *Accumulator) Add(chunk goopenai.ChatCompletionStreamResponse) error {
 			cur, exists := id(idx)
 			switch {
 			case !exists && d.ID == "":
-				return fmt.Errorf("openai: fragment for tool call %d arrived before its first delta (the one with id and name)", idx)
+				return fmt.Errorf("openaitools: fragment for tool call %d arrived before its first delta (the one with id and name)", idx)
 			case !exists:
 				if started == nil {
 					started = map[int]string{}
 				}
 				started[idx] = d.ID
 			case d.ID != "" && d.ID != cur:
-				return fmt.Errorf("openai: tool call %d changed id from %q to %q mid-stream", idx, cur, d.ID)
+				return fmt.Errorf("openaitools: tool call %d changed id from %q to %q mid-stream", idx, cur, d.ID)
 			}
 			targets = append(targets, idx)
 			last = idx
@@ -143,7 +143,7 @@ func (a *Accumulator) ReadAll(stream *goopenai.ChatCompletionStream) error {
 			return nil
 		}
 		if err != nil {
-			return fmt.Errorf("openai: reading stream after %d chunks: %w", a.chunks, err)
+			return fmt.Errorf("openaitools: reading stream after %d chunks: %w", a.chunks, err)
 		}
 		if err := a.Add(chunk); err != nil {
 			return err

@@ -1,4 +1,4 @@
-package openai_test
+package openaitools_test
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 
 	goopenai "github.com/sashabaranov/go-openai"
 
-	"github.com/sandboxkit/sandboxkit/adapters/openai"
+	"github.com/sandboxkit/sandboxkit/adapters/openaitools"
 	"github.com/sandboxkit/sandboxkit/toolkit"
 )
 
@@ -33,7 +33,7 @@ func BenchmarkDispatch(b *testing.B) {
 		}
 		b.Run(fmt.Sprintf("Dispatch/%d-calls", n), func(b *testing.B) {
 			for b.Loop() {
-				if _, err := openai.Dispatch(ctx, tk, calls); err != nil {
+				if _, err := openaitools.Dispatch(ctx, tk, calls); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -62,7 +62,7 @@ func BenchmarkAccumulator(b *testing.B) {
 	})
 	b.Run("Accumulator", func(b *testing.B) {
 		for b.Loop() {
-			var a openai.Accumulator
+			var a openaitools.Accumulator
 			for _, c := range chunks {
 				if err := a.Add(c); err != nil {
 					b.Fatal(err)

@@ -1,4 +1,4 @@
-package openai
+package openaitools
 
 import (
 	goopenai "github.com/sashabaranov/go-openai"

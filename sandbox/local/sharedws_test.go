@@ -358,3 +358,30 @@ func TestSharedWorkspaceManyAtOnce(t *testing.T) {
 		t.Errorf("mine.txt has %d lines, want %d:\n%s", strings.Count(string(b), "\n"), 1+3*n, b)
 	}
 }
+
+// TestWorkspaceOfKilledHostServesTheNextSandbox: a sandbox on a workspace
+// whose last host was killed (gc has not run) gets it, and its Close gives
+// every file back to the owner it had before the killed host's sandbox.
+func TestWorkspaceOfKilledHostServesTheNextSandbox(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("only a root host gives the workspace to sandbox uids")
+	}
+	ws, outside, owners := sharedTree(t)
+	startKilledHost(t, ws, func() {})
+	sb := newOnWorkspace(t, ws)
+	if out := shell(t, sb, "echo next >> mine.txt && echo x > sub/next.txt && cat made-by-sandbox.txt && echo ok"); !strings.Contains(out, "ok") {
+		t.Errorf("the next sandbox cannot use the workspace:\n%s", out)
+	}
+	if err := sb.Close(); err != nil {
+		t.Fatal(err)
+	}
+	checkOwners(t, ws, owners, "after the next sandbox closed")
+	for _, rel := range []string{"made-by-sandbox.txt", "sub/next.txt"} {
+		if got := ownerOf(t, filepath.Join(ws, rel)); got != owners[""] {
+			t.Errorf("%s is owned by %d:%d, want %d:%d", rel, got.uid, got.gid, owners[""].uid, owners[""].gid)
+		}
+	}
+	if got := ownerOf(t, outside); got != (owner{4242, 4242}) {
+		t.Errorf("the outside file is owned by %d:%d", got.uid, got.gid)
+	}
+}

@@ -205,25 +205,35 @@ func acquireWorkspace(ws, id string) (*wsLease, error) {
 	if err != nil {
 		return nil, err
 	}
-	if rec != nil && rec.Path == ws {
-		// Sandboxes (live, or of a dead host that gc has not seen yet)
-		// hold it already: the files are the record's uid's.
-		var users []wsUser
+	var live []wsUser
+	if rec != nil {
 		for _, u := range rec.Users {
 			if u.alive() {
-				users = append(users, u)
+				live = append(live, u)
 			}
 		}
-		rec.Users = append(users, me)
+	}
+	if len(live) > 0 {
+		// Running sandboxes hold it (under this path, or another one if
+		// it was renamed: the key is the device and inode): the files
+		// are the record's uid's.
+		rec.Path = ws
+		rec.Users = append(live, me)
 		if err := writeRecord(key, rec); err != nil {
 			return nil, err
 		}
 		return &wsLease{path: ws, key: key, uid: rec.UID, gid: rec.GID, user: me}, nil
 	}
 	if rec != nil {
-		// The same directory under another path (renamed since): give it
-		// back first, then start afresh.
+		// Left by a host that died before gc ran (or by a removed
+		// directory whose inode this one reuses): give back what is the
+		// record's uid's here, then start afresh.
+		rec.Path = ws
 		if err := restoreWorkspace(key, rec); err != nil {
+			return nil, err
+		}
+		// The directory itself may have been given back.
+		if _, _, _, st, err = workspaceKey(ws); err != nil {
 			return nil, err
 		}
 	}
@@ -262,6 +272,8 @@ func acquireWorkspace(ws, id string) (*wsLease, error) {
 			// Give back what was given so far; the caller fails.
 			if rerr := restoreWorkspace(key, rec); rerr != nil {
 				err = errors.Join(err, rerr)
+			} else {
+				dropLock(key)
 			}
 			return nil, err
 		}
@@ -290,7 +302,11 @@ func (l *wsLease) release() error {
 		rec.Users = users
 		return writeRecord(l.key, rec)
 	}
-	return restoreWorkspace(l.key, rec)
+	if err := restoreWorkspace(l.key, rec); err != nil {
+		return err
+	}
+	dropLock(l.key)
+	return nil
 }
 
 // wsEntry is one path of a workspace walk.
@@ -395,7 +411,6 @@ func restoreWorkspace(key string, rec *wsRecord) error {
 	for _, suffix := range []string{".json", ".owners"} {
 		os.Remove(filepath.Join(wsStateDir, key+suffix))
 	}
-	dropLock(key)
 	return nil
 }
 
@@ -450,5 +465,6 @@ func gcWorkspace(key string) (string, error) {
 	if err := restoreWorkspace(key, rec); err != nil {
 		return "", err
 	}
+	dropLock(key)
 	return rec.Path, nil
 }

@@ -199,6 +199,12 @@ type rule struct {
 	internal bool
 }
 
+// matchesName reports whether a name rule matches name: exactly, or as a
+// name below the wildcard's domain (never the domain itself).
+func (r rule) matchesName(name string) bool {
+	return name == r.name || (r.suffix != "" && strings.HasSuffix(name, r.suffix))
+}
+
 // compileRule checks a rule and puts it in the form decide matches.
 func compileRule(r EgressRule) (rule, error) {
 	c := rule{src: r, ports: r.Ports, internal: r.Internal}
@@ -293,11 +299,22 @@ func (cp *compiledPolicy) matchName(name string, port int) (rule, bool) {
 		if r.prefix.IsValid() || (len(r.ports) > 0 && !slices.Contains(r.ports, port)) {
 			continue
 		}
-		if name == r.name || (r.suffix != "" && strings.HasSuffix(name, r.suffix)) {
+		if r.matchesName(name) {
 			return r, true
 		}
 	}
 	return rule{}, false
+}
+
+// namesHost reports whether a name rule matches host on some port (so a
+// refusal can say the port is what is missing).
+func (cp *compiledPolicy) namesHost(host string) bool {
+	for _, r := range cp.rules {
+		if !r.prefix.IsValid() && r.matchesName(host) {
+			return true
+		}
+	}
+	return false
 }
 
 // matchAddr returns the first address rule containing a:port.

@@ -239,7 +239,7 @@ func (p *egressProxy) decide(host string, port int) ([]netip.Addr, string) {
 	}
 	r, ok := cp.matchName(host, port)
 	if !ok {
-		if _, other := cp.matchName(host, 0); other || p.anyPort(host) {
+		if cp.namesHost(host) {
 			return nil, fmt.Sprintf("port %d of %s is not on the allowlist", port, host)
 		}
 		return nil, fmt.Sprintf("%s is not on the allowlist", host)
@@ -271,16 +271,6 @@ func (p *egressProxy) decide(host string, port int) ([]netip.Addr, string) {
 		return nil, fmt.Sprintf("%s resolves only to refused addresses: %s (allowed only for a rule marked internal)", host, strings.Join(refused, ", "))
 	}
 	return addrs, ""
-}
-
-// anyPort reports whether some rule names host with other ports.
-func (p *egressProxy) anyPort(host string) bool {
-	for _, r := range p.policy.rules {
-		if len(r.ports) > 0 && (host == r.name || (r.suffix != "" && strings.HasSuffix(host, r.suffix))) {
-			return true
-		}
-	}
-	return false
 }
 
 // dial connects to the first reachable address.

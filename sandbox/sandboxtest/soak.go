@@ -225,6 +225,9 @@ func RunSoak(t *testing.T, newSandbox Factory, o SoakOptions) {
 		}()
 	}
 	wg.Wait()
+	// Every process the load started was in a command that timed out, was
+	// cancelled or killed: none may be left, even before Close.
+	expectNoSurvivors(t, marker, "the soak's timeouts, cancels and kills (before Close)")
 	// Every sandbox still works, then closes.
 	var ids []string
 	for _, w := range workers {

@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"github.com/sandboxkit/sandboxkit/sandbox"
 	"github.com/sandboxkit/sandboxkit/sandbox/docker"
 	"github.com/sandboxkit/sandboxkit/sandbox/driver"
+	"github.com/sandboxkit/sandboxkit/sandbox/kubernetes"
 )
 
 // sandboxFlags are the security settings shared by mcp and run. They are
@@ -29,7 +31,7 @@ doctor'), accept a weaker tier by name with --allow-weaker; the tier in
 force is always reported (the sandbox_info tool, 'sandboxkit demo').`
 
 func (f *sandboxFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.backend, "backend", "local", "where sandboxes run: `local` (this machine) or docker://IMAGE (a container per sandbox)")
+	fs.StringVar(&f.backend, "backend", "local", "where sandboxes run: `local` (this machine), docker://IMAGE (a container per sandbox) or k8s://NAMESPACE?image=IMAGE (a pod per sandbox on the cluster of $KUBECONFIG; other kubernetes options as query parameters)")
 	fs.StringVar(&f.workspace, "workspace", "", "use this existing host `dir` as the workspace (kept afterwards; shared by every sandbox); default: a fresh temporary directory per sandbox, removed when it closes")
 	fs.BoolVar(&f.network, "allow-network", false, "give sandboxes network access (shares the host's network); default: no network, enforced by the kernel")
 	// Labels the Docker containers (and audit events) of this program's
@@ -54,8 +56,15 @@ func (f *sandboxFlags) options() (opts []sandbox.Option, closeBackend func(), er
 		d := docker.New(docker.WithImage(image))
 		opts = append(opts, sandbox.WithDriver(d))
 		closeBackend = func() { d.Close() }
+	case f.backend == "k8s" || strings.HasPrefix(f.backend, "k8s://"):
+		d, kopts, err := k8sBackend(f.backend)
+		if err != nil {
+			return nil, nil, err
+		}
+		opts = append(opts, sandbox.WithDriver(d))
+		opts = append(opts, kopts...)
 	default:
-		return nil, nil, usagef("unknown --backend %q: use local or docker://IMAGE (e.g. docker://python:3.12-slim)", f.backend)
+		return nil, nil, usagef("unknown --backend %q: use local, docker://IMAGE (e.g. docker://python:3.12-slim) or k8s://NAMESPACE?image=IMAGE", f.backend)
 	}
 	if f.workspace != "" {
 		abs, err := filepath.Abs(f.workspace)
@@ -91,6 +100,36 @@ func (f *sandboxFlags) options() (opts []sandbox.Option, closeBackend func(), er
 		opts = append(opts, sandbox.AllowWeaker(tiers...))
 	}
 	return opts, closeBackend, nil
+}
+
+// k8sBackend parses --backend k8s://NAMESPACE?image=IMAGE&OPTION=VALUE...
+// (namespace and image may be left out: the kubeconfig's namespace and
+// kubernetes.DefaultImage). Query parameters other than image are the
+// kubernetes backend's options (runtimeClass, nodeSelector, cpu, ...),
+// checked when the first sandbox starts.
+func k8sBackend(spec string) (*kubernetes.Driver, []sandbox.Option, error) {
+	rest := strings.TrimPrefix(strings.TrimPrefix(spec, "k8s"), "://")
+	ns, query, _ := strings.Cut(rest, "?")
+	q, err := url.ParseQuery(query)
+	if err != nil {
+		return nil, nil, usagef("--backend %q: bad query: %v", spec, err)
+	}
+	var kopts []kubernetes.Option
+	if ns != "" {
+		kopts = append(kopts, kubernetes.WithNamespace(ns))
+	}
+	var opts []sandbox.Option
+	for k, v := range q {
+		if len(v) != 1 {
+			return nil, nil, usagef("--backend %q: give %s once", spec, k)
+		}
+		if k == kubernetes.OptImage {
+			kopts = append(kopts, kubernetes.WithImage(v[0]))
+			continue
+		}
+		opts = append(opts, sandbox.WithBackendOption(k, v[0]))
+	}
+	return kubernetes.New(kopts...), opts, nil
 }
 
 // parseTiers parses --allow-weaker. Only tiers weaker than namespace make

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sandboxkit/sandboxkit/sandbox"
 	"github.com/sandboxkit/sandboxkit/sandbox/docker"
+	"github.com/sandboxkit/sandboxkit/sandbox/kubernetes"
 	"github.com/sandboxkit/sandboxkit/sandbox/local"
 	"github.com/sandboxkit/sandboxkit/sandbox/local/isolate"
 )
@@ -34,10 +35,20 @@ func sigName(s syscall.Signal) string {
 	return map[syscall.Signal]string{syscall.SIGKILL: "SIGKILL", syscall.SIGTERM: "SIGTERM", syscall.SIGINT: "SIGINT", syscall.SIGXCPU: "SIGXCPU", syscall.SIGXFSZ: "SIGXFSZ"}[s]
 }
 
-func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("doctor", "", "Report what this machine can enforce, one line per capability, and which tier\nsandbox.New picks. Exits 0 when a sandbox can be created with the default (strict) settings.", stdout)
+func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
+	fs := newFlags("doctor", "[--k8s k8s://NAMESPACE?image=IMAGE]", "Report what this machine can enforce, one line per capability, and which tier\nsandbox.New picks. Exits 0 when a sandbox can be created with the default (strict) settings.\nWith --k8s, also report that cluster (RBAC, NetworkPolicy enforcement; starts one pod).", stdout)
+	k8sSpec := fs.String("k8s", "", "also check this Kubernetes backend (`k8s://NAMESPACE?image=IMAGE`)")
 	if err := parseNoArgs(fs, args); err != nil {
 		return err
+	}
+	if *k8sSpec != "" {
+		ok, err := doctorK8s(ctx, *k8sSpec, stdout)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			defer func() { err = exitError{exitFailure} }()
+		}
 	}
 	caps := isolate.Probe()
 	for _, c := range caps.List() {
@@ -134,7 +145,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 }
 
 func runGC(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("gc", "[--owner NAME] [--older-than DURATION] [--all]", "Remove what sandboxes left behind by programs that are gone (e.g. killed with SIGKILL\nbefore they could close them): temporary workspaces of local sandboxes, their cgroups,\nthe ownership of workspaces a root program gave to sandbox uids (every file back to\nits owner), and Docker containers labelled sandboxkit=1.\n\nEvery container records the machine and process that made it, and gc removes only\nthose whose process no longer runs: the sandboxes of running programs (such as a\n'sandboxkit mcp --backend docker' server's) and of other machines sharing the\nengine are listed as kept, with the reason. --owner limits gc to the sandboxes of one\nowner (sandbox.WithOwner; 'sandboxkit mcp' and 'run' label theirs with --owner).\n--all also removes the kept ones. An unreachable Docker engine is reported on\nstderr, not as a failure.", stdout)
+	fs := newFlags("gc", "[--owner NAME] [--older-than DURATION] [--all]", "Remove what sandboxes left behind by programs that are gone (e.g. killed with SIGKILL\nbefore they could close them): temporary workspaces of local sandboxes, their cgroups,\nthe ownership of workspaces a root program gave to sandbox uids (every file back to\nits owner), Docker containers labelled sandboxkit=1, and\nKubernetes sandbox pods whose agent has exited (its client is gone) in the current\nkubeconfig namespace.\n\nEvery container records the machine and process that made it, and gc removes only\nthose whose process no longer runs: the sandboxes of running programs (such as a\n'sandboxkit mcp --backend docker' server's) and of other machines sharing the\nengine are listed as kept, with the reason. --owner limits gc to the sandboxes of one\nowner (sandbox.WithOwner; 'sandboxkit mcp' and 'run' label theirs with --owner).\n--all also removes the kept ones. An unreachable Docker engine is reported on\nstderr, not as a failure.", stdout)
 	olderThan := fs.Duration("older-than", 0, "remove only what was created at least this long ago (e.g. 24h)")
 	owner := fs.String("owner", "", "remove only the Docker sandboxes of this `owner`")
 	all := fs.Bool("all", false, "also remove Docker sandboxes whose creator still runs, runs on another machine, or is unknown: this kills sandboxes in use")
@@ -176,10 +187,11 @@ func runGC(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stderr, "gc: no Docker engine reachable, no containers checked:", err)
 		err = nil
 	}
-	if err := errors.Join(localErr, err); err != nil {
+	npods, k8sErr := gcK8s(ctx, kubernetes.GCOptions{Owner: *owner, OlderThan: *olderThan, All: *all}, stdout, stderr)
+	if err := errors.Join(localErr, err, k8sErr); err != nil {
 		return err
 	}
-	if len(workspaces)+len(hostLines)+len(rep.Removed)+len(rep.Kept) == 0 {
+	if len(workspaces)+len(hostLines)+len(rep.Removed)+len(rep.Kept)+npods == 0 {
 		fmt.Fprintln(stdout, "nothing to clean")
 	} else if len(rep.Kept) > 0 {
 		fmt.Fprintln(stdout, "kept containers are in use or not this machine's to judge; --all removes them too")

@@ -60,19 +60,19 @@ const (
 // Option keys understood in driver.Config.Options; each overrides the
 // matching With... option of the driver for one sandbox.
 const (
-	OptNamespace     = "namespace"        // namespace of the pod
-	OptImage         = "image"            // image reference
-	OptRuntimeClass  = "runtimeClass"     // RuntimeClass name, e.g. "gvisor"
-	OptNodeSelector  = "nodeSelector"     // "k=v,k2=v2"
-	OptTolerations   = "tolerations"      // "key=value:Effect,key:Effect,..."
-	OptCPU           = "cpu"              // CPU limit, e.g. "1.5" or "500m"
-	OptCPURequest    = "cpuRequest"       // CPU request for scheduling
-	OptMemoryRequest = "memoryRequest"    // memory request, e.g. "256Mi"
-	OptPullSecrets   = "pullSecrets"      // "secret1,secret2"
-	OptPull          = "pull"             // Always, IfNotPresent, Never
-	OptUID           = "uid"              // fixed numeric uid (default: one per sandbox)
-	OptAgent         = "agent"            // path of a static agent binary
-	OptDeadline      = "deadline"         // hard cap, e.g. "6h"
+	OptNamespace     = "namespace"         // namespace of the pod
+	OptImage         = "image"             // image reference
+	OptRuntimeClass  = "runtimeClass"      // RuntimeClass name, e.g. "gvisor"
+	OptNodeSelector  = "nodeSelector"      // "k=v,k2=v2"
+	OptTolerations   = "tolerations"       // "key=value:Effect,key:Effect,..."
+	OptCPU           = "cpu"               // CPU limit, e.g. "1.5" or "500m"
+	OptCPURequest    = "cpuRequest"        // CPU request for scheduling
+	OptMemoryRequest = "memoryRequest"     // memory request, e.g. "256Mi"
+	OptPullSecrets   = "pullSecrets"       // "secret1,secret2"
+	OptPull          = "pull"              // Always, IfNotPresent, Never
+	OptUID           = "uid"               // fixed numeric uid (default: one per sandbox)
+	OptAgent         = "agent"             // path of a static agent binary
+	OptDeadline      = "deadline"          // hard cap, e.g. "6h"
 	OptAcceptNetwork = "acceptOpenNetwork" // "true": accept a cluster that does not enforce NetworkPolicy
 )
 

@@ -3,10 +3,12 @@ package kubernetes
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"time"
 
 	authv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -22,11 +24,17 @@ type GCOptions struct {
 	// a GC run does not kill sandboxes another process is using right now.
 	// Zero removes every matching one.
 	OlderThan time.Duration
+	// All also removes pods that still run. By default GC removes only
+	// pods whose agent has exited (the client that held the attach
+	// stream is gone: it died, or closed without deleting) or that never
+	// started, and keeps running ones, which a live client may be using.
+	All bool
 }
 
 // GC removes the pods and NetworkPolicies this backend left in the
-// driver's namespace (label sandboxkit=1, e.g. after a host crash), running
-// or not. It returns the names of the pods it removed. It is what
+// driver's namespace (label sandboxkit=1, e.g. after a host crash): pods
+// whose agent has exited, or every one with All. It returns the names of
+// the pods it removed. It is what
 // `sandboxkit gc` runs for the kubernetes backend.
 func GC(ctx context.Context, o GCOptions, opts ...Option) ([]string, error) {
 	d := New(opts...)
@@ -60,6 +68,9 @@ func GC(ctx context.Context, o GCOptions, opts ...Option) ([]string, error) {
 		if !old(p.ObjectMeta) {
 			continue
 		}
+		if !o.All && p.Status.Phase == corev1.PodRunning {
+			continue
+		}
 		err := d.cs.CoreV1().Pods(ns).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &grace})
 		if err != nil && !apierrors.IsNotFound(err) {
 			errs = append(errs, d.apiError("deleting pod "+p.Name, err))
@@ -67,12 +78,18 @@ func GC(ctx context.Context, o GCOptions, opts ...Option) ([]string, error) {
 		}
 		removed = append(removed, p.Name)
 	}
+	// A policy goes with its pod: when the pod is gone (removed now, or
+	// earlier without its policy).
+	live := map[string]bool{}
+	for _, p := range pods.Items {
+		live[p.Name] = !slices.Contains(removed, p.Name)
+	}
 	pols, err := d.cs.NetworkingV1().NetworkPolicies(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
 	if err != nil {
 		errs = append(errs, d.apiError("listing sandbox NetworkPolicies", err))
 	} else {
 		for _, p := range pols.Items {
-			if !old(p.ObjectMeta) {
+			if live[p.Name] || !old(p.ObjectMeta) {
 				continue
 			}
 			if err := d.cs.NetworkingV1().NetworkPolicies(ns).Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {

@@ -83,7 +83,9 @@ func TestHostKilledLeavesNothingRunning(t *testing.T) {
 	if name == "" {
 		t.Fatal("the child did not report its pod")
 	}
-	t.Cleanup(func() { kubernetes.GC(context.Background(), kubernetes.GCOptions{Owner: owner + "-child"}, driverOptions()...) })
+	t.Cleanup(func() {
+		kubernetes.GC(context.Background(), kubernetes.GCOptions{Owner: owner + "-child"}, driverOptions()...)
+	})
 	if ph, _ := podPhase(t, d, name); ph != corev1.PodRunning {
 		t.Fatalf("pod %s is %q before the kill, want Running", name, ph)
 	}
@@ -131,7 +133,7 @@ func TestGCRemovesLeftoverPods(t *testing.T) {
 	}
 	defer sb.Close()
 	name := sb.Info().Extra["pod"]
-	removed, err := kubernetes.GC(context.Background(), kubernetes.GCOptions{Owner: owner + "-gc"}, driverOptions()...)
+	removed, err := kubernetes.GC(context.Background(), kubernetes.GCOptions{Owner: owner + "-gc", All: true}, driverOptions()...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -276,6 +276,9 @@ node_ready() {
 	kc get node "$node" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' | grep -qx True
 }
 wait_for "node $node Ready" 120 node_ready
+# The kubelet registers the node with the not-ready taint, which only the
+# node lifecycle controller (kube-controller-manager, not run here) lifts.
+kc taint node "$node" node.kubernetes.io/not-ready:NoSchedule- >/dev/null 2>&1 || true
 kc get namespace "$K8S_NAMESPACE" >/dev/null 2>&1 || kc create namespace "$K8S_NAMESPACE" >/dev/null
 k8s_log "cluster ready in $(echo "$(date +%s.%N) - $t0" | bc 2>/dev/null || echo ?)s (kubeconfig $KUBECONFIG_ADMIN)"
 echo "$KUBECONFIG_ADMIN"

@@ -105,6 +105,7 @@ func (d *Driver) launch(ctx context.Context, p *plan) (_ *Pod, err error) {
 				pod.conn.Close()
 			}
 			pod.wg.Wait()
+			pod.doneMu.Do(func() { close(pod.done) })
 		}
 	}()
 	s, err := d.attach(lctx, p, &pod.wg, pod.streamEnded)
@@ -302,7 +303,7 @@ func (d *Driver) waitDeathReason(p *plan) func(agentSaid string) error {
 
 // attach opens the pod's attach stream (WebSocket, or SPDY for older API
 // servers) with stdin, stdout and stderr.
-func (d *Driver) attach(ctx context.Context, p *plan, wg *sync.WaitGroup, ended func(error)) (*stream, error) {
+func (d *Driver) attach(ctx context.Context, p *plan, wg *sync.WaitGroup, ended func(*stream)) (*stream, error) {
 	u := d.cs.CoreV1().RESTClient().Post().Namespace(p.namespace).Resource("pods").Name(p.name).SubResource("attach").
 		VersionedParams(&corev1.PodAttachOptions{Container: containerName, Stdin: true, Stdout: true, Stderr: true}, scheme.ParameterCodec).URL()
 	ex, err := newExecutor(d, u.String(), http.MethodPost)
@@ -345,7 +346,7 @@ type stream struct {
 
 const stderrTailBytes = 2 << 10
 
-func newStream(ctx context.Context, ex remotecommand.Executor, wg *sync.WaitGroup, ended func(error)) *stream {
+func newStream(ctx context.Context, ex remotecommand.Executor, wg *sync.WaitGroup, ended func(*stream)) *stream {
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	s := &stream{stdinW: inW, stdoutR: outR, r: bufio.NewReaderSize(outR, 64<<10), end: make(chan struct{})}
@@ -363,7 +364,7 @@ func newStream(ctx context.Context, ex remotecommand.Executor, wg *sync.WaitGrou
 		s.mu.Unlock()
 		close(s.end)
 		if ended != nil {
-			ended(err)
+			ended(s)
 		}
 	}()
 	return s
@@ -468,7 +469,7 @@ func (w tailWriter) Write(p []byte) (int, error) {
 // streamEnded runs when the attach stream is over: the agent is gone (its
 // stdin closed, it exited or was killed) or the connection broke, which
 // with stdinOnce also ends the agent.
-func (pd *Pod) streamEnded(err error) {
+func (pd *Pod) streamEnded(s *stream) {
 	go func() {
 		// Give the pod's final status (OOMKilled, evicted) a moment to
 		// arrive through the watch, which explains better.
@@ -477,7 +478,7 @@ func (pd *Pod) streamEnded(err error) {
 			return
 		case <-time.After(2 * time.Second):
 		}
-		pd.die(nil)
+		pd.die(driver.Errorf(CodeDead, nil, "the sandbox pod's attach stream ended (the agent exited or the connection to the cluster broke); create a new sandbox; agent said: "+s.stderrTail()))
 	}()
 }
 
@@ -524,9 +525,6 @@ func (pd *Pod) watch(ctx context.Context, rv string) {
 func (pd *Pod) die(err error) {
 	pd.mu.Lock()
 	if pd.exitErr == nil {
-		if err == nil {
-			err = driver.Errorf(CodeDead, nil, "the sandbox pod's attach stream ended (the agent exited or the connection to the cluster broke); create a new sandbox; agent said: "+pd.conn.stderrTail())
-		}
 		pd.exitErr = err
 	}
 	pd.mu.Unlock()

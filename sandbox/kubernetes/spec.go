@@ -100,7 +100,9 @@ if nproc != "0":
 else:
     print("SBX-NPROC none")
 print("SBX-READY", flush=True)
-os.execv(agent, [agent])
+# The bootstrap's variables are not the agent's business (its commands
+# get the environment the client sends anyway).
+os.execve(agent, [agent], {k: v for k, v in os.environ.items() if not k.startswith("SBX_")})
 `
 
 // objLabels are the ownership and gc labels of p's objects.

@@ -120,10 +120,11 @@ func (d *Driver) launch(ctx context.Context, p *plan) (_ *Pod, err error) {
 			host = "none"
 		}
 	}
-	nv, nprocSet, err := s.bootstrap(ctx, ag, host, d.waitDeathReason(p))
+	br, err := s.bootstrap(ctx, ag, host, d.waitDeathReason(p))
 	if err != nil {
 		return nil, err
 	}
+	nv := br.net
 	if !p.cfg.Network && !nv.blocked && !p.acceptOpen {
 		return nil, driver.Errorf(CodeIsolationUnavailable, nil, fmt.Sprintf(
 			"the cluster does not enforce the sandbox's deny-all NetworkPolicy (measured from inside the pod: %s); "+
@@ -131,7 +132,7 @@ func (d *Driver) launch(ctx context.Context, p *plan) (_ *Pod, err error) {
 				"or accept this by name with the kubernetes option %s=true",
 			strings.TrimPrefix(nv.detail, "open: "), OptAcceptNetwork))
 	}
-	pod.iso = d.isolation(p, running, ag, nv, nprocSet)
+	pod.iso = d.isolation(p, running, ag, br)
 	pod.wg.Add(1)
 	go pod.watch(lctx, running.ResourceVersion)
 	return pod, nil
@@ -373,9 +374,8 @@ func newStream(ctx context.Context, ex remotecommand.Executor, wg *sync.WaitGrou
 // bootstrap sends the header and the agent binary, then reads the
 // bootstrap's report lines up to SBX-READY. After it, the stream carries
 // only the agent protocol. dead explains an early end of the stream.
-func (s *stream) bootstrap(ctx context.Context, ag *agentBin, host string, dead func(string) error) (netVerdict, int, error) {
-	var nv netVerdict
-	nprocSet := 0
+func (s *stream) bootstrap(ctx context.Context, ag *agentBin, host string, dead func(string) error) (bootReport, error) {
+	var br bootReport
 	werr := make(chan error, 1)
 	go func() {
 		hdr := fmt.Sprintf("%d %s %d\n", len(ag.data), host, kubeletPort)
@@ -403,32 +403,43 @@ func (s *stream) bootstrap(ctx context.Context, ag *agentBin, host string, dead 
 			s.Close()
 			for range lines {
 			}
-			return nv, 0, driver.Errorf(CodeTimeout, ctx.Err(), "the sandbox pod did not take the agent in time; retry with a longer deadline")
+			return br, driver.Errorf(CodeTimeout, ctx.Err(), "the sandbox pod did not take the agent in time; retry with a longer deadline")
 		case l, ok := <-lines:
 			if !ok {
-				return nv, nprocSet, nil
+				return br, nil
 			}
 			if l.err != nil {
-				return nv, 0, dead(s.stderrTail())
+				return br, dead(s.stderrTail())
 			}
 			switch {
 			case l.s == "SBX-READY":
 				if err := <-werr; err != nil {
-					return nv, 0, driver.Errorf(CodeBackend, err, "sending the agent into the sandbox pod failed")
+					return br, driver.Errorf(CodeBackend, err, "sending the agent into the sandbox pod failed")
 				}
 			case strings.HasPrefix(l.s, "SBX-NET "):
-				nv.detail = strings.TrimPrefix(l.s, "SBX-NET ")
-				nv.measured = !strings.HasPrefix(nv.detail, "unknown")
-				nv.blocked = strings.HasPrefix(nv.detail, "blocked")
+				br.net.detail = strings.TrimPrefix(l.s, "SBX-NET ")
+				br.net.measured = !strings.HasPrefix(br.net.detail, "unknown")
+				br.net.blocked = strings.HasPrefix(br.net.detail, "blocked")
 			case strings.HasPrefix(l.s, "SBX-NPROC "):
-				nprocSet, _ = strconv.Atoi(strings.TrimPrefix(l.s, "SBX-NPROC "))
+				br.nproc, _ = strconv.Atoi(strings.TrimPrefix(l.s, "SBX-NPROC "))
+			case l.s == "SBX-SECCOMP ok":
+				br.seccomp = seccompFilter(ag.arch)
+			case l.s == "SBX-SECCOMP none":
+			case strings.HasPrefix(l.s, "SBX-SECCOMP "):
+				// The filter was sent and not installed: a control
+				// asked for is missing.
+				s.Close()
+				for range lines {
+				}
+				return br, driver.Errorf(CodeIsolationUnavailable, nil, "the sandbox's seccomp filter could not be installed in the pod ("+
+					strings.TrimPrefix(l.s, "SBX-SECCOMP ")+"); the node's kernel or runtime refuses stacked seccomp filters")
 			default:
 				// Not ours (a shell profile printing): the stream is not
 				// clean, and the protocol would misread it.
 				s.Close()
 				for range lines {
 				}
-				return nv, 0, driver.Errorf(CodeIsolationUnavailable, nil, fmt.Sprintf(
+				return br, driver.Errorf(CodeIsolationUnavailable, nil, fmt.Sprintf(
 					"the image printed %q before the agent started; use an image whose /bin/sh prints nothing", l.s))
 			}
 		}

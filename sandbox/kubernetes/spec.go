@@ -41,7 +41,7 @@ const bootstrap = `read -r n host port || exit 97
 head -c "$n" > ` + agentPath + ` && chmod 0555 ` + agentPath + ` || exit 98
 [ "$(wc -c < ` + agentPath + `)" = "$n" ] || exit 98
 if command -v python3 >/dev/null 2>&1; then exec python3 -c "$SBX_BOOT" "$host" "$port" "$SBX_NPROC" "$SBX_NOFILE" ` + agentPath + `; fi
-echo "SBX-NET unknown: no python3 in the image to measure it"; echo "SBX-NPROC none"; echo SBX-READY
+echo "SBX-NET unknown: no python3 in the image to measure it"; echo "SBX-NPROC none"; echo "SBX-SECCOMP none"; echo SBX-READY
 exec ` + agentPath
 
 // bootPy measures the network and applies rlimits, then becomes the agent.
@@ -93,6 +93,22 @@ if nofile != "0":
     n = int(nofile)
     resource.setrlimit(resource.RLIMIT_NOFILE, (n, n))
 resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+flt = os.environ.get("SBX_SECCOMP", "")
+if flt:
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    prog = bytes.fromhex(flt)
+    buf = ctypes.create_string_buffer(prog, len(prog))
+    class Fprog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+    fp = Fprog(len(prog) // 8, ctypes.addressof(buf))
+    # PR_SET_NO_NEW_PRIVS (already set by the runtime), PR_SET_SECCOMP.
+    if libc.prctl(38, 1, 0, 0, 0) != 0 or libc.prctl(22, 2, ctypes.byref(fp), 0, 0) != 0:
+        print("SBX-SECCOMP failed: errno %d" % ctypes.get_errno())
+    else:
+        print("SBX-SECCOMP ok")
+else:
+    print("SBX-SECCOMP none")
 if nproc != "0":
     n = int(nproc)
     resource.setrlimit(resource.RLIMIT_NPROC, (n, n))
@@ -214,6 +230,7 @@ func podSpec(p *plan, ag *agentBin) *corev1.Pod {
 					{Name: "SBX_BOOT", Value: bootPy},
 					{Name: "SBX_NPROC", Value: strconv.Itoa(nproc(p))},
 					{Name: "SBX_NOFILE", Value: nofile},
+					{Name: "SBX_SECCOMP", Value: seccompFilter(ag.arch)},
 				},
 				WorkingDir: workspacePath,
 				// The agent's only channel is stdin/stdout over attach.
@@ -266,6 +283,13 @@ func wsSize(l driver.Limits) int64 {
 	return defaultWorkspaceBytes
 }
 
+// bootReport is what the bootstrap reported before the agent started.
+type bootReport struct {
+	net     netVerdict
+	nproc   int    // RLIMIT_NPROC set, 0 for none
+	seccomp string // the extra filter installed, "" for none
+}
+
 // netVerdict is the network measurement's result.
 type netVerdict struct {
 	measured bool   // the measurement ran
@@ -274,7 +298,8 @@ type netVerdict struct {
 }
 
 // isolation is the truthful report of what launch applied.
-func (d *Driver) isolation(p *plan, pod *corev1.Pod, ag *agentBin, nv netVerdict, nprocSet int) driver.Isolation {
+func (d *Driver) isolation(p *plan, pod *corev1.Pod, ag *agentBin, b bootReport) driver.Isolation {
+	nv, nprocSet := b.net, b.nproc
 	lim := p.cfg.Limits
 	ctl := func(name string, on bool, how string) driver.Control {
 		return driver.Control{Name: name, Enforced: on, Mechanism: how}
@@ -313,7 +338,7 @@ func (d *Driver) isolation(p *plan, pod *corev1.Pod, ag *agentBin, nv netVerdict
 		ctl("network", !p.cfg.Network && nv.blocked, network),
 		ctl("filesystem", true, "read-only root file system; writable memory-backed emptyDirs /tmp and "+workspacePath),
 		ctl("privileges", true, fmt.Sprintf("runAsNonRoot uid %d, all capabilities dropped, allowPrivilegeEscalation false, no service account token", p.uid)),
-		ctl("syscalls", true, "seccomp RuntimeDefault; "+mech),
+		ctl("syscalls", true, seccompMechanism(b.seccomp)+"; "+mech),
 		ctl("processes_visible", true, "private pid namespace (agent is PID 1), no host namespaces"),
 		ctl("signals", true, "private pid namespace: no host or other pod's process can be named"),
 		ctl("ipc", true, "pod ipc and uts namespaces"),
@@ -329,6 +354,9 @@ func (d *Driver) isolation(p *plan, pod *corev1.Pod, ag *agentBin, nv netVerdict
 	}
 	if p.cpu != nil {
 		cs = append(cs, ctl("cpu_rate", true, "container CPU limit "+p.cpu.String()))
+	}
+	if b.seccomp == "" && p.tier < driver.TierGVisor {
+		gaps = append(gaps, "only the runtime's default seccomp profile: it may allow ptrace and io_uring (no python3 in the image to add sandboxkit's filter, or a node architecture without one)")
 	}
 	gaps = append(gaps,
 		"files in /tmp and "+workspacePath+" count against the memory limit",

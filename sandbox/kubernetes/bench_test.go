@@ -79,9 +79,9 @@ func BenchmarkCommand(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		var out bytes.Buffer
-		if err := ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &out, Stderr: &out}); err != nil {
-			b.Fatalf("exec: %v: %s", err, out.String())
+		var out, errOut bytes.Buffer
+		if err := ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &out, Stderr: &errOut}); err != nil {
+			b.Fatalf("exec: %v: %s%s", err, out.String(), errOut.String())
 		}
 		return nil
 	}})

@@ -636,9 +636,10 @@ func (pd *Pod) signalAll(ctx context.Context, sig string) error {
 	if err != nil {
 		return driver.Errorf(CodeBackend, err, "cannot set up an exec into the sandbox pod")
 	}
-	var out bytes.Buffer
-	if err := ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &out, Stderr: &out}); err != nil {
-		return pd.d.apiError(fmt.Sprintf("sending SIG%s to the sandbox's processes (needs pods/exec): %s", sig, strings.TrimSpace(out.String())), err)
+	// Two buffers: client-go copies stdout and stderr concurrently.
+	var out, errOut bytes.Buffer
+	if err := ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &out, Stderr: &errOut}); err != nil {
+		return pd.d.apiError(fmt.Sprintf("sending SIG%s to the sandbox's processes (needs pods/exec): %s", sig, strings.TrimSpace(out.String()+errOut.String())), err)
 	}
 	return nil
 }

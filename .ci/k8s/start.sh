@@ -45,15 +45,24 @@ here=$(cd "$(dirname "$0")" && pwd)
 . "$here/env.sh"
 mkdir -p "$K8S_STATE" "$K8S_RUN" "$K8S_LOGS"
 
-kc() { kubectl --kubeconfig "$KUBECONFIG_ADMIN" "$@"; }
+# The API as the admin, with curl (kubectl is not needed to run the cluster).
+api() { # METHOD PATH [JSON [CONTENT-TYPE]]
+	curl -fsS --max-time 10 --cacert "$K8S_STATE/pki/ca.crt" --cert "$K8S_STATE/pki/admin.crt" --key "$K8S_STATE/pki/admin.key" \
+		-X "$1" ${3:+-H "Content-Type: ${4:-application/json}" --data "$3"} "https://127.0.0.1:$K8S_API_PORT$2"
+}
+node_ready() {
+	api GET "/api/v1/nodes/$(hostname)" | python3 -c 'import json, sys
+c = [x for x in json.load(sys.stdin)["status"].get("conditions", []) if x["type"] == "Ready"]
+sys.exit(0 if c and c[0]["status"] == "True" else 1)'
+}
 ctr_() { ctr -a "$K8S_CONTAINERD_SOCK" -n k8s.io "$@"; }
 
 need_bin() {
-	for c in kube-apiserver kube-scheduler kubelet kubectl; do
+	for c in kube-apiserver kube-scheduler kubelet; do
 		[ -x "$K8S_BIN/$c" ] || { k8s_log "$K8S_BIN/$c missing: run .ci/k8s/build.sh first"; exit 1; }
 	done
-	for c in etcd containerd runc ctr openssl iptables; do
-		command -v $c >/dev/null || { k8s_log "$c missing: apt-get install etcd-server containerd runc containernetworking-plugins openssl iptables"; exit 1; }
+	for c in etcd containerd runc ctr openssl iptables curl python3; do
+		command -v $c >/dev/null || { k8s_log "$c missing: apt-get install etcd-server containerd runc containernetworking-plugins openssl iptables curl python3"; exit 1; }
 	done
 	[ -x /usr/lib/cni/ptp ] || { k8s_log "/usr/lib/cni/ptp missing: apt-get install containernetworking-plugins"; exit 1; }
 }
@@ -83,8 +92,7 @@ images() {
 	fi
 }
 
-if [ -s "$KUBECONFIG_ADMIN" ] && kc get --raw /readyz >/dev/null 2>&1 &&
-	kc get node "$(hostname)" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null | grep -qx True; then
+if [ -s "$KUBECONFIG_ADMIN" ] && api GET /readyz >/dev/null 2>&1 && node_ready 2>/dev/null; then
 	images
 	k8s_log "cluster already running"
 	echo "$KUBECONFIG_ADMIN"
@@ -232,7 +240,7 @@ start_bg kube-apiserver kube-apiserver \
 	--kubelet-preferred-address-types Hostname \
 	--kubelet-client-certificate "$pki/apiserver-kubelet-client.crt" --kubelet-client-key "$pki/apiserver-kubelet-client.key" \
 	--profiling=false --enable-priority-and-fairness=false
-wait_for kube-apiserver 120 kc get --raw /readyz
+wait_for kube-apiserver 120 api GET /readyz
 k8s_log "apiserver ready after $(echo "$(date +%s.%N) - $t0" | bc 2>/dev/null || echo ?)s"
 
 images
@@ -272,13 +280,11 @@ imageGCLowThresholdPercent: 99
 YAML
 start_bg kubelet kubelet --config "$K8S_RUN/kubelet.yaml" --kubeconfig "$pki/kubelet.kubeconfig" \
 	--root-dir "$K8S_STATE/kubelet" --v 1
-node_ready() {
-	kc get node "$node" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' | grep -qx True
-}
 wait_for "node $node Ready" 120 node_ready
 # The kubelet registers the node with the not-ready taint, which only the
 # node lifecycle controller (kube-controller-manager, not run here) lifts.
-kc taint node "$node" node.kubernetes.io/not-ready:NoSchedule- >/dev/null 2>&1 || true
-kc get namespace "$K8S_NAMESPACE" >/dev/null 2>&1 || kc create namespace "$K8S_NAMESPACE" >/dev/null
+api PATCH "/api/v1/nodes/$node" '{"spec":{"taints":null}}' application/merge-patch+json >/dev/null
+api GET "/api/v1/namespaces/$K8S_NAMESPACE" >/dev/null 2>&1 ||
+	api POST /api/v1/namespaces "{\"metadata\":{\"name\":\"$K8S_NAMESPACE\"}}" >/dev/null
 k8s_log "cluster ready in $(echo "$(date +%s.%N) - $t0" | bc 2>/dev/null || echo ?)s (kubeconfig $KUBECONFIG_ADMIN)"
 echo "$KUBECONFIG_ADMIN"

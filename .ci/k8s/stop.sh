@@ -45,7 +45,7 @@ for h in /sys/fs/cgroup/*/kubepods /sys/fs/cgroup/unified/kubepods; do
 done
 # containerd shims of our containerd (their command line names its socket).
 for d in /proc/[0-9]*; do
-	if tr '\0' ' ' <"$d/cmdline" 2>/dev/null | grep -q -- "-address $K8S_CONTAINERD_SOCK"; then
+	if tr "\0" " " 2>/dev/null <"$d/cmdline" | grep -q -- "-address $K8S_CONTAINERD_SOCK"; then
 		kill -9 "${d#/proc/}" 2>/dev/null
 	fi
 done

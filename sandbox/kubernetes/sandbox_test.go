@@ -190,8 +190,26 @@ func TestSandboxOnKubernetes(t *testing.T) {
 
 // TestContract runs the contract suite every backend passes.
 func TestContract(t *testing.T) {
+	d := testDriver(t)
 	sandboxtest.RunContract(t, func(t *testing.T, opts ...sandbox.Option) *sandbox.Sandbox {
-		return newSandbox(t, opts...)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		sb, err := sandbox.New(ctx, append([]sandbox.Option{sandbox.WithDriver(d), sandbox.WithOwner(owner)}, opts...)...)
+		if errors.Is(err, sandbox.ErrInvalidArgument) && strings.Contains(err.Error(), "host workspace") {
+			// The suite's host-workspace tests skip backends without one;
+			// a pod on a cluster node cannot mount this machine's
+			// directory, and the backend refuses rather than ignores it.
+			t.Skip("the kubernetes backend has no host workspace: " + err.Error())
+		}
+		if err != nil {
+			t.Fatalf("sandbox.New: %v", err)
+		}
+		t.Cleanup(func() {
+			if err := sb.Close(); err != nil {
+				t.Errorf("Close: %v", err)
+			}
+		})
+		return sb
 	})
 }
 

@@ -54,7 +54,9 @@
 // sandbox is refused with ISOLATION_UNAVAILABLE, unless the caller accepts
 // that by name (WithUnenforcedNetworkAccepted, option
 // acceptOpenNetwork=true), and then Info reports the network control as not
-// enforced. Egress allowed by name rides on the agent's stream and needs
+// enforced (package sandbox still refuses that through sandbox.New, which
+// accepts an unenforced no-network only for tiers chosen with AllowWeaker;
+// the acceptance serves the driver's own users, such as doctor). Egress allowed by name rides on the agent's stream and needs
 // no pod network.
 //
 // Pause sends SIGSTOP to every process of the sandbox but the agent (one

@@ -101,6 +101,11 @@ func TestHostKilledLeavesNothingRunning(t *testing.T) {
 		}
 		if ph == corev1.PodSucceeded || ph == corev1.PodFailed {
 			t.Logf("pod stopped (%s) %v after its host was killed", ph, time.Since(killed).Round(time.Millisecond))
+			// gc without All removes what a dead host left (and only that).
+			removed, err := kubernetes.GC(context.Background(), kubernetes.GCOptions{Owner: owner + "-child"}, driverOptions()...)
+			if err != nil || len(removed) != 1 || removed[0] != name {
+				t.Fatalf("gc after the host died removed %v, %v; want [%s]", removed, err, name)
+			}
 			return
 		}
 		time.Sleep(200 * time.Millisecond)

@@ -55,7 +55,7 @@ type Command struct {
 // DefaultOutputFileLimit is the size cap of a Command.OutputFile when
 // OutputFileLimit is 0 (64 MiB). Limits.FileSizeBytes, when smaller,
 // caps it too.
-const DefaultOutputFileLimit = agent.DefaultOutputFileLimit
+const DefaultOutputFileLimit = 64 << 20
 
 // Stream names an output stream.
 type Stream int

@@ -108,7 +108,9 @@ type SearchOptions struct {
 
 // SearchResult holds matches in path, then line order.
 type SearchResult struct {
-	Matches   []Match
+	// Matches are the matching lines, sorted by path, then line.
+	Matches []Match
+	// Truncated is set when more lines matched than SearchOptions.MaxResults.
 	Truncated bool
 	// Files is the number of files scanned; SkippedBinary counts binary
 	// files that matched but were not reported line by line.
@@ -117,7 +119,17 @@ type SearchResult struct {
 }
 
 // Match is one matching line ("path:line:text").
-type Match = agent.Match
+type Match struct {
+	// Path is the file's path, relative to the workspace.
+	Path string
+	// Line is the line's number, counted from 1.
+	Line int
+	// Text is the line, without its newline.
+	Text string
+	// InvalidUTF8 says the line is not valid UTF-8: Text shows each bad
+	// byte as U+FFFD.
+	InvalidUTF8 bool
+}
 
 func (f *Files) do(ctx context.Context, op, agentOp, sum string, args, out any) error {
 	start := time.Now()
@@ -260,7 +272,11 @@ func (f *Files) Search(ctx context.Context, opt SearchOptions) (*SearchResult, e
 	}, &rep); err != nil {
 		return nil, err
 	}
-	return &SearchResult{Matches: rep.Matches, Truncated: rep.Truncated, Files: rep.Files, SkippedBinary: rep.SkippedBinary}, nil
+	matches := make([]Match, len(rep.Matches))
+	for i, m := range rep.Matches {
+		matches[i] = Match{Path: m.Path, Line: m.Line, Text: m.Text, InvalidUTF8: m.InvalidUTF8}
+	}
+	return &SearchResult{Matches: matches, Truncated: rep.Truncated, Files: rep.Files, SkippedBinary: rep.SkippedBinary}, nil
 }
 
 // GlobResult lists paths found by name.

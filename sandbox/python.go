@@ -46,16 +46,223 @@ type PythonRunOptions struct {
 	OutputFileLimit int64
 }
 
-// Execution is the outcome of one Python run (see pykernel.Execution).
-// An exception in the code is data (Error), not a Go error.
-type Execution = pykernel.Execution
+// Execution is the outcome of one Python run. An exception in the code is
+// data (Error), not a Go error.
+//
+// When the code calls sys.exit(), exit() or raises SystemExit, the context
+// survives: Error is set with Name "SystemExit" and Value the exit argument
+// as str() shows it ("" for sys.exit(), "3" for sys.exit(3)), and Exited is
+// true. A timeout or cancellation interrupts the code with KeyboardInterrupt:
+// Error then is that KeyboardInterrupt (its traceback shows where the code
+// was) and TimedOut or Interrupted is set. If the code did not stop within
+// the grace period, the process was killed and a fresh one started:
+// StateLost is true and every variable, import and file handle of the
+// context is gone.
+type Execution struct {
+	// Count is this run's execution count in the context: 1, 2, 3, ...
+	Count int
+	// Stdout and Stderr are everything written to fds 1 and 2 during the
+	// run, by Python code and by child processes, cut at
+	// Limits.MaxOutputBytes (the start and the end are kept).
+	Stdout, Stderr string
+	// Result is the value of a final expression statement; nil when the
+	// code ends in a statement, in an expression followed by ';', or in
+	// None.
+	Result *PythonOutput
+	// Outputs are the Display outputs in the order they were produced.
+	Outputs []PythonOutput
+	// Timeline is everything the run produced in the order it was
+	// produced: stream text (consecutive chunks of one stream merged),
+	// displays, the result, the kernel's notices and omission markers, as
+	// Jupyter shows a cell's output. It holds what Stdout, Stderr, Outputs
+	// and Result hold, interleaved.
+	Timeline []PythonOutput
+	// Error is the exception the code raised, or nil.
+	Error *PythonException
+	// Exited is set when the code raised SystemExit (see above).
+	Exited bool
+	// TimedOut is set when the run's timeout expired and the code was
+	// interrupted.
+	TimedOut bool
+	// Interrupted is set when the caller's context was cancelled during
+	// the run.
+	Interrupted bool
+	// StateLost is set when the Python process was killed (the code
+	// ignored the interrupt, or the process died) and the context now runs
+	// in a fresh process with no state.
+	StateLost bool
+	// DroppedBytes counts output bytes cut beyond Limits.MaxOutputBytes: a
+	// stream keeps its start and its end, and a marker line where its
+	// middle was left out says how much (the Timeline has a PythonOmitted
+	// output there). DroppedLines counts the newlines among them.
+	DroppedBytes int64
+	DroppedLines int64
+	// OutputFile is PythonRunOptions.OutputFile when one was asked for:
+	// the file holds OutputFileBytes bytes of the run's output (both
+	// streams, in the order written); OutputFileCut bytes were past
+	// PythonRunOptions.OutputFileLimit or after a failed write, and
+	// OutputFileError says why a write failed.
+	OutputFile      string
+	OutputFileBytes int64
+	OutputFileCut   int64
+	OutputFileError string
+	// DroppedOutputs counts Display outputs (or a Result) dropped because
+	// they were too large to return.
+	DroppedOutputs int
+	// Duration is the wall time of the run as seen from Go.
+	Duration time.Duration
+}
+
+// OK reports whether the code ran to the end without an exception, a
+// timeout or a lost state.
+func (e *Execution) OK() bool {
+	return e.Error == nil && !e.TimedOut && !e.Interrupted && !e.StateLost
+}
+
+// PythonException is an exception raised by the code (or by the repr of
+// its result). It is data about the code, not a failure of the sandbox.
+type PythonException struct {
+	// Name is the exception class name, e.g. "ZeroDivisionError".
+	Name string
+	// Value is str() of the exception, e.g. "division by zero".
+	Value string
+	// Traceback is the traceback as Python prints it, one line per
+	// element, showing only the user's own frames (cells are named
+	// "<cell N>"). For a SyntaxError it holds the offending line and the
+	// caret.
+	Traceback []string
+}
+
+// Error formats the exception the way Python's last traceback line does.
+func (e *PythonException) Error() string {
+	if e.Value == "" {
+		return e.Name
+	}
+	return e.Name + ": " + e.Value
+}
+
+// PythonOutputKind says what a PythonOutput is.
+type PythonOutputKind string
+
+// The kinds of PythonOutput.
+const (
+	// PythonStdout is a chunk of standard output (Text), streamed as written.
+	PythonStdout PythonOutputKind = "stdout"
+	// PythonStderr is a chunk of standard error (Text), streamed as written.
+	PythonStderr PythonOutputKind = "stderr"
+	// PythonDisplay is rich output from display(obj) or a matplotlib
+	// figure (Data).
+	PythonDisplay PythonOutputKind = "display"
+	// PythonResult is the value of the code's final expression (Data).
+	PythonResult PythonOutputKind = "result"
+	// PythonOmitted marks where the middle of a long stream was left out
+	// (Omission says which stream and how much); the stream's text after
+	// it is its end. It appears in Execution.Timeline and OnOutput.
+	PythonOmitted PythonOutputKind = "omitted"
+)
+
+// Common MIME types in PythonOutput.Data.
+const (
+	MIMEText     = "text/plain"
+	MIMEHTML     = "text/html"
+	MIMEMarkdown = "text/markdown"
+	MIMELaTeX    = "text/latex"
+	MIMEJSON     = "application/json"
+	MIMEPNG      = "image/png"
+	MIMEJPEG     = "image/jpeg"
+	MIMESVG      = "image/svg+xml"
+)
 
 // PythonOutput is one output of a run: a stream chunk, a display or the
 // result, with MIME-typed data.
-type PythonOutput = pykernel.Output
+type PythonOutput struct {
+	// Kind says which of the fields below is set.
+	Kind PythonOutputKind
+	// Text is the chunk of a PythonStdout or PythonStderr output.
+	Text string
+	// Data maps MIME type to content for PythonDisplay and PythonResult
+	// outputs. It always holds MIMEText (the repr). Images (MIMEPNG,
+	// MIMEJPEG) are raw bytes, not base64; MIMEJSON is JSON text; the
+	// others are UTF-8 text.
+	Data map[string][]byte
+	// Omission is set for a PythonOmitted output.
+	Omission *PythonOmission
+}
+
+// Plain returns the text/plain form of a display or result output, or the
+// Text of a stream chunk.
+func (o PythonOutput) Plain() string {
+	if o.Kind == PythonStdout || o.Kind == PythonStderr {
+		return o.Text
+	}
+	return string(o.Data[MIMEText])
+}
+
+// PythonOmission is what a PythonOmitted output left out.
+type PythonOmission struct {
+	// Stream is PythonStdout or PythonStderr.
+	Stream PythonOutputKind
+	// Bytes counts the bytes left out, Lines the newlines among them.
+	Bytes, Lines int64
+}
 
 // PythonContext describes a running context.
-type PythonContext = pykernel.ContextInfo
+type PythonContext struct {
+	// Name is the context's name ("default" unless one was given).
+	Name string
+	// ExecutionCount is the count of its last run.
+	ExecutionCount int
+	// PID is the interpreter's process id, as the sandbox sees it.
+	PID int
+	// Version is the Python version, e.g. "3.11.2".
+	Version string
+	// Executable is the interpreter's path (sys.executable).
+	Executable string
+}
+
+// The conversions below keep package pykernel's types out of the API:
+// a reader of this package's documentation needs no other package.
+
+func pythonOutput(o pykernel.Output) PythonOutput {
+	out := PythonOutput{Kind: PythonOutputKind(o.Kind), Text: o.Text, Data: o.Data}
+	if o.Omission != nil {
+		out.Omission = &PythonOmission{Stream: PythonOutputKind(o.Omission.Stream), Bytes: o.Omission.Bytes, Lines: o.Omission.Lines}
+	}
+	return out
+}
+
+func pythonOutputs(os []pykernel.Output) []PythonOutput {
+	if os == nil {
+		return nil
+	}
+	out := make([]PythonOutput, len(os))
+	for i, o := range os {
+		out[i] = pythonOutput(o)
+	}
+	return out
+}
+
+func execution(ex *pykernel.Execution) *Execution {
+	if ex == nil {
+		return nil
+	}
+	out := &Execution{
+		Count: ex.Count, Stdout: ex.Stdout, Stderr: ex.Stderr,
+		Outputs: pythonOutputs(ex.Outputs), Timeline: pythonOutputs(ex.Timeline),
+		Exited: ex.Exited, TimedOut: ex.TimedOut, Interrupted: ex.Interrupted, StateLost: ex.StateLost,
+		DroppedBytes: ex.DroppedBytes, DroppedLines: ex.DroppedLines,
+		OutputFile: ex.OutputFile, OutputFileBytes: ex.OutputFileBytes, OutputFileCut: ex.OutputFileCut, OutputFileError: ex.OutputFileError,
+		DroppedOutputs: ex.DroppedOutputs, Duration: ex.Duration,
+	}
+	if ex.Result != nil {
+		r := pythonOutput(*ex.Result)
+		out.Result = &r
+	}
+	if ex.Error != nil {
+		out.Error = &PythonException{Name: ex.Error.Name, Value: ex.Error.Value, Traceback: ex.Error.Traceback}
+	}
+	return out
+}
 
 // MaxPythonContexts bounds the live contexts of one sandbox (each is a
 // python3 process); creating one more fails with CodeInvalidArgument and a
@@ -118,7 +325,10 @@ func (p *Python) run(ctx context.Context, code string, opts PythonRunOptions) (*
 	if err != nil {
 		return nil, err
 	}
-	ro := pykernel.RunOptions{Timeout: timeout, Env: opts.Env, OnOutput: opts.OnOutput, OutputFileLimit: opts.OutputFileLimit}
+	ro := pykernel.RunOptions{Timeout: timeout, Env: opts.Env, OutputFileLimit: opts.OutputFileLimit}
+	if on := opts.OnOutput; on != nil {
+		ro.OnOutput = func(o pykernel.Output) { on(pythonOutput(o)) }
+	}
 	if opts.OutputFile != "" {
 		// The driver runs in the sandbox, but the code may have changed its
 		// directory: it gets the path under the workspace as the sandbox
@@ -131,7 +341,8 @@ func (p *Python) run(ctx context.Context, code string, opts PythonRunOptions) (*
 			ro.OutputFileLimit = DefaultOutputFileLimit
 		}
 	}
-	ex, err := c.Run(ctx, opts.Context, code, ro)
+	kex, err := c.Run(ctx, opts.Context, code, ro)
+	ex := execution(kex)
 	if ex != nil && opts.OutputFile != "" {
 		ex.OutputFile = opts.OutputFile
 	}
@@ -164,13 +375,22 @@ func (p *Python) Create(ctx context.Context, name string) error {
 	return p.err("Python.Create", c.Create(ctx, name))
 }
 
-// List describes the running contexts.
-func (p *Python) List() []PythonContext {
+// List describes the running contexts, sorted by name. It fails when the
+// sandbox is closed or has no python3.
+func (p *Python) List(ctx context.Context) ([]PythonContext, error) {
 	c, err := p.contexts("Python.List")
 	if err != nil {
-		return nil
+		return nil, err
 	}
-	return c.List()
+	if err := ctx.Err(); err != nil {
+		return nil, wrapErr("Python.List", err)
+	}
+	var out []PythonContext
+	for _, k := range c.List() {
+		out = append(out, PythonContext{Name: k.Name, ExecutionCount: k.ExecutionCount,
+			PID: k.Python.PID, Version: k.Python.Version, Executable: k.Python.Executable})
+	}
+	return out, nil
 }
 
 // Restart replaces a context's process with a fresh one (state is lost).

@@ -44,11 +44,37 @@ type ShellOptions struct {
 	MaxOutputBytes int
 }
 
-// ShellResult is what one call on a session returned: the session's result
-// (see shell.Result) and, when the command was run with
-// ShellRunOptions.OutputFile, what became of that file so far.
+// ShellResult is what one call on a session returned and, when the
+// command was run with ShellRunOptions.OutputFile, what became of that file
+// so far. A command that failed is data here (ExitCode), not an error.
 type ShellResult struct {
-	shell.Result
+	// Output is the text printed since the previous result: escape
+	// sequences removed, "\r\n" turned into "\n", invalid UTF-8 replaced
+	// with U+FFFD.
+	Output string
+	// ExitCode is the command's exit status, nil while it runs. When the
+	// session ended, it is the shell's exit status.
+	ExitCode *int
+	// Cwd is the shell's working directory after the command (the last one
+	// known while a command runs).
+	Cwd string
+	// Running is true when the command has not finished: send input with
+	// Input, wait with Wait, or interrupt it with Input and "C-c".
+	Running bool
+	// Killed is true when ShellRunOptions.KillOnTimeout had to stop the
+	// command.
+	Killed bool
+	// Ended is true when the shell is gone (exit, set -e, killed, closed);
+	// EndReason says why. Later calls fail with CodeEnded.
+	Ended     bool
+	EndReason string
+	// Truncated is true when output was cut; DroppedBytes and DroppedLines
+	// say how much, and Cut where: Output[:Cut] is the head, a one-line
+	// marker follows, then the tail.
+	Truncated    bool
+	Cut          int
+	DroppedBytes int64
+	DroppedLines int64
 	OutputFileInfo
 }
 
@@ -75,7 +101,27 @@ type ShellRunOptions struct {
 }
 
 // ShellInfo describes a session.
-type ShellInfo = shell.Info
+type ShellInfo struct {
+	// ID names the session, e.g. "sh-1".
+	ID string
+	// Command is the running command, or the last one; Running says which.
+	Command string
+	Running bool
+	// Ended is set once the session is gone; EndReason says why.
+	Ended     bool
+	EndReason string
+	// Cwd is the shell's working directory, as last known.
+	Cwd string
+	// Opened is when the session started.
+	Opened time.Time
+	// Since is when Command was started.
+	Since time.Time
+}
+
+func shellInfo(i shell.Info) ShellInfo {
+	return ShellInfo{ID: i.ID, Command: i.Command, Running: i.Running, Ended: i.Ended,
+		EndReason: i.EndReason, Cwd: i.Cwd, Opened: i.Opened, Since: i.Since}
+}
 
 func (sb *Sandbox) shellStarter() shell.Starter {
 	return func(ctx context.Context, argv, env []string, dir string) (shell.PTY, error) {
@@ -131,7 +177,13 @@ func (s *Shells) Get(id string) (*Shell, error) {
 }
 
 // List describes the sessions, open and recently ended.
-func (s *Shells) List() []ShellInfo { return s.manager().List() }
+func (s *Shells) List() []ShellInfo {
+	var out []ShellInfo
+	for _, i := range s.manager().List() {
+		out = append(out, shellInfo(i))
+	}
+	return out
+}
 
 // Close ends a session and everything it started.
 func (s *Shells) Close(id string) error { return shellErr("Shells.Close", s.manager().Close(id)) }
@@ -140,7 +192,7 @@ func (s *Shells) Close(id string) error { return shellErr("Shells.Close", s.mana
 func (sh *Shell) ID() string { return sh.s.ID() }
 
 // Info describes the session.
-func (sh *Shell) Info() ShellInfo { return sh.s.Info() }
+func (sh *Shell) Info() ShellInfo { return shellInfo(sh.s.Info()) }
 
 // Run types a command into the session and waits for it to finish, up to
 // the timeout. A new command while one is still running fails with
@@ -171,7 +223,9 @@ func (sh *Shell) Run(ctx context.Context, command string, opts ShellRunOptions) 
 // result adds what became of the running command's output file so far,
 // after writing out what the session handed it.
 func (sh *Shell) result(r shell.Result) ShellResult {
-	res := ShellResult{Result: r}
+	res := ShellResult{Output: r.Output, ExitCode: r.ExitCode, Cwd: r.Cwd, Running: r.Running,
+		Killed: r.Killed, Ended: r.Ended, EndReason: r.EndReason, Truncated: r.Truncated, Cut: r.Cut,
+		DroppedBytes: r.DroppedBytes, DroppedLines: r.DroppedLines}
 	if c := sh.sb.Shells.capture(sh.ID()); c != nil {
 		res.OutputFileInfo = c.flush()
 		if !r.Running {

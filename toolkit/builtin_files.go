@@ -308,7 +308,7 @@ func (b *builtins) info(ctx context.Context, _ struct{}) (textOut, error) {
 		{Name: "bash", Value: bash},
 		{Name: "command timeout", Value: fmt.Sprintf("%s default (when timeout_seconds is not given), %s max", i.Limits.Timeout, i.Limits.MaxTimeout)},
 		{Name: "output shown", Value: fmt.Sprintf("%d bytes per stream (start and end; the whole output is saved in a file)", b.cfg.outputLimit)},
-		{Name: "python contexts", Value: b.pythonContexts()},
+		{Name: "python contexts", Value: b.pythonContexts(ctx)},
 	}
 	fields = append(fields, tierLimits(i)...)
 	return textOut{Render(fields)}, nil
@@ -316,12 +316,13 @@ func (b *builtins) info(ctx context.Context, _ struct{}) (textOut, error) {
 
 // pythonContexts lists the Python contexts with their runs, so a model reuses or adds one by
 // name.
-func (b *builtins) pythonContexts() string {
+func (b *builtins) pythonContexts(ctx context.Context) string {
 	if !b.sb.Info().PythonAvailable {
 		return ""
 	}
 	var names []string
-	for _, c := range b.sb.Python.List() {
+	cs, _ := b.sb.Python.List(ctx) // a closed sandbox fails the call elsewhere; here the list is empty
+	for _, c := range cs {
 		names = append(names, fmt.Sprintf("%s (%s)", c.Name, plural(c.ExecutionCount, "run")))
 	}
 	list := "none yet"

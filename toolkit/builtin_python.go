@@ -42,7 +42,8 @@ func (b *builtins) context(ctx context.Context, name string) (bool, error) {
 	if name == "" || name == pykernel.DefaultContext {
 		return false, nil
 	}
-	for _, c := range b.sb.Python.List() {
+	cs, _ := b.sb.Python.List(ctx) // Create below reports a closed sandbox
+	for _, c := range cs {
 		if c.Name == name {
 			return false, nil
 		}
@@ -55,7 +56,8 @@ func (b *builtins) context(ctx context.Context, name string) (bool, error) {
 		return false, nil // a concurrent call made it
 	case errors.Is(err, pykernel.ErrTooManyContexts):
 		var names []string
-		for _, c := range b.sb.Python.List() {
+		cs, _ := b.sb.Python.List(ctx)
+		for _, c := range cs {
 			names = append(names, c.Name)
 		}
 		return false, fmt.Errorf("context_id %q cannot be created: all %d contexts are in use (%s); pass one of them as context_id", name, sandbox.MaxPythonContexts, strings.Join(names, ", "))
@@ -93,13 +95,13 @@ func (b *builtins) runPython(ctx context.Context, in pythonIn) (pythonOut, error
 	tailOf := map[string]int{} // stream -> index of the section waiting for its tail
 	for _, o := range ex.Timeline {
 		switch o.Kind {
-		case pykernel.Stdout, pykernel.Stderr:
+		case sandbox.PythonStdout, sandbox.PythonStderr:
 			if i, ok := tailOf[string(o.Kind)]; ok {
 				sections[i].Tail += o.Text
 				continue
 			}
 			sections = append(sections, Section{Name: string(o.Kind), Body: o.Text})
-		case pykernel.Omitted:
+		case sandbox.PythonOmitted:
 			name := string(o.Omission.Stream)
 			i := len(sections) - 1
 			for i >= 0 && sections[i].Name != name {
@@ -112,7 +114,7 @@ func (b *builtins) runPython(ctx context.Context, in pythonIn) (pythonOut, error
 			sections[i].Omitted += int(o.Omission.Bytes)
 			sections[i].OmittedLines += int(o.Omission.Lines)
 			tailOf[name] = i
-		case pykernel.Display, pykernel.Result:
+		case sandbox.PythonDisplay, sandbox.PythonResult:
 			image := false
 			for _, mime := range []string{"image/png", "image/jpeg"} {
 				if d, ok := o.Data[mime]; ok {
@@ -121,7 +123,7 @@ func (b *builtins) runPython(ctx context.Context, in pythonIn) (pythonOut, error
 				}
 			}
 			name := "display"
-			if o.Kind == pykernel.Result {
+			if o.Kind == sandbox.PythonResult {
 				name = "result"
 				out.Result = o.Plain()
 			} else if image {

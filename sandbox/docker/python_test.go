@@ -138,7 +138,11 @@ func TestPythonKernelOnDocker(t *testing.T) {
 			t.Fatalf("context one sees name = %s", plain(got))
 		}
 		names := map[string]bool{}
-		for _, c := range sb.Python.List() {
+		cs, err := sb.Python.List(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range cs {
 			names[c.Name] = true
 		}
 		if !names["one"] || !names["two"] || !names["default"] {

@@ -14,3 +14,9 @@ K8S_PAUSE_IMAGE=sandboxkit.local/pause:1
 KUBECONFIG_ADMIN=$K8S_STATE/pki/admin.kubeconfig
 export PATH="$K8S_BIN:/usr/local/go/bin:$PATH"
 k8s_log() { echo "k8s: $*" >&2; }
+# Host kernel tunables the kubelet changes at start (start.sh, stop.sh).
+K8S_SYSCTLS="vm.overcommit_memory vm.panic_on_oom kernel.panic kernel.panic_on_oops kernel.keys.root_maxkeys kernel.keys.root_maxbytes"
+restore_sysctls() {
+	[ -s "$K8S_STATE/sysctl.orig" ] || return 0
+	sed 's/ = /=/' "$K8S_STATE/sysctl.orig" | while read -r kv; do sysctl -q -w "$kv" >/dev/null 2>&1; done
+}

@@ -278,9 +278,16 @@ evictionHard: {memory.available: "100Mi", nodefs.available: "1%", imagefs.availa
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 YAML
+# The kubelet sets kernel tunables it likes on the host at start
+# (vm.overcommit_memory=1, kernel.panic=10, kernel.panic_on_oops=1, ...;
+# protectKernelDefaults only turns that into a refusal to start). This
+# machine is shared: record the values first and put them back once the
+# node is Ready (the kubelet sets them only at start); stop.sh does too.
+[ -s "$K8S_STATE/sysctl.orig" ] || sysctl -e $K8S_SYSCTLS >"$K8S_STATE/sysctl.orig" 2>/dev/null || true
 start_bg kubelet kubelet --config "$K8S_RUN/kubelet.yaml" --kubeconfig "$pki/kubelet.kubeconfig" \
 	--root-dir "$K8S_STATE/kubelet" --v 1
 wait_for "node $node Ready" 120 node_ready
+restore_sysctls
 # The kubelet registers the node with the not-ready taint, which only the
 # node lifecycle controller (kube-controller-manager, not run here) lifts.
 api PATCH "/api/v1/nodes/$node" '{"spec":{"taints":null}}' application/merge-patch+json >/dev/null

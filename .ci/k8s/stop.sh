@@ -74,5 +74,6 @@ for t in iptables ip6tables; do
 		$t -F "$ch" 2>/dev/null; $t -X "$ch" 2>/dev/null
 	done
 done
+restore_sysctls
 rm -rf "$K8S_RUN"
 k8s_log "cluster stopped"

@@ -86,13 +86,30 @@ func (b *builtins) runCommand(ctx context.Context, in runCommandIn) (commandOut,
 	}
 	fields := []Field{{Name: "exit code", Value: strconv.Itoa(res.ExitCode)}, {Name: "signal", Value: res.Signal}}
 	if timedOut {
-		fields = []Field{{Name: "timed out", Value: fmt.Sprintf("after %s; the command and its children were killed. Raise timeout_seconds or use start_background", res.Duration.Round(time.Second))}}
+		fields = []Field{{Name: "timed out", Value: fmt.Sprintf("after %s; %s. Raise timeout_seconds or use start_background", res.Duration.Round(time.Second), killedText(res))}}
 		// An IsError result: the command did not finish, so the model must not take the
 		// partial output for the answer.
 		return commandOut{}, errors.New(Render(fields, so, se))
 	}
 	out.text = Render(fields, so, se)
 	return out, nil
+}
+
+// killedText says what the timeout's kill did, and only that: the sandbox
+// reports how many processes besides the command it killed and which survived.
+func killedText(res *sandbox.Result) string {
+	s := "the command was killed"
+	switch res.Killed {
+	case 0:
+	case 1:
+		s += ", with 1 other process it had started"
+	default:
+		s += fmt.Sprintf(", with the %d other processes it had started", res.Killed)
+	}
+	if n := len(res.Survivors); n > 0 {
+		s += fmt.Sprintf("; %d of its processes could not be killed and run on (pids %v)", n, res.Survivors)
+	}
+	return s
 }
 
 // streamSection cuts one stream of a command's result for the model: its start and its end

@@ -64,6 +64,10 @@ func TestBuiltinToolsAsAModelCallsThem(t *testing.T) {
 		{"long output is cut and saved", "run_command", `{"command":"seq 1 100"}`, []string{"1\n2\n", "lines (", "bytes) omitted; the whole output is in ", ".sandboxkit/outputs/5-output.txt: read_file", "\n99\n100"}, false},
 		{"saved output is readable", "read_file", `{"path":".sandboxkit/outputs/5-output.txt","offset":100}`, []string{"100\t100"}, false},
 		{"timeout keeps partial output", "run_command", `{"command":"echo started; sleep 30","timeout_seconds":1}`, []string{"run_command failed: timed out: after 1s", "start_background", "started"}, true},
+		// The message says what the kill did: here the command, its child and the
+		// daemon it left outside its tree (setsid): sh, its sleep and the
+		// daemon, counted by the sandbox.
+		{"timeout says what was killed", "run_command", `{"command":"setsid sleep 31 & echo started; sleep 30","timeout_seconds":1}`, []string{"timed out", "the command was killed, with the 2 other processes it had started", "started"}, true},
 		{"state does not carry over", "run_command", `{"command":"cd src; X=1"}`, []string{"exit code: 0"}, false},
 		{"start background", "start_background", `{"command":"echo hello; sleep 30"}`, []string{"started job job-"}, false},
 		{"python keeps state", "run_python", `{"code":"x = 6*7"}`, []string{"execution: 1"}, false},

@@ -383,8 +383,8 @@ func (d *Driver) resolve(cfg driver.Config) (*plan, error) {
 			return nil, invalid(nil, "kubernetes uid 0 (root) is refused: sandboxes run as non-root; choose a uid above 0 or leave it unset")
 		}
 	}
-	if p.deadline < time.Minute {
-		return nil, invalid(nil, "kubernetes hard deadline %v is too short (at least 1m)", p.deadline)
+	if p.deadline < 10*time.Second {
+		return nil, invalid(nil, "kubernetes hard deadline %v is too short (at least 10s)", p.deadline)
 	}
 	if cfg.Workspace != "" {
 		return nil, driver.Errorf(CodeInvalidArgument, nil,

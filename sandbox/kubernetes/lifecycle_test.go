@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sandboxkit/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandboxkit/sandbox/driver"
 	"github.com/sandboxkit/sandboxkit/sandbox/kubernetes"
 )
 
@@ -195,7 +196,7 @@ func TestBadOptionsAreRefusedBeforeTouchingTheCluster(t *testing.T) {
 		{kubernetes.OptPull: "sometimes"},
 		{kubernetes.OptUID: "0"},
 		{kubernetes.OptTolerations: "a:Sometimes"},
-		{kubernetes.OptDeadline: "1s"},
+		{kubernetes.OptDeadline: "5s"},
 		{kubernetes.OptNamespace: "Not_A_Namespace"},
 	} {
 		var so []sandbox.Option
@@ -226,5 +227,29 @@ func assertNoLeftovers(t *testing.T, d *kubernetes.Driver) {
 		if p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodPending {
 			t.Errorf("pod %s left behind after a failed start", p.Name)
 		}
+	}
+}
+
+// TestHardDeadlineEndsThePod: activeDeadlineSeconds is the outer bound on a
+// pod's life whatever its clients do; when it passes, the kubelet kills the
+// pod and the instance reports why.
+func TestHardDeadlineEndsThePod(t *testing.T) {
+	d := testDriver(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	inst, err := d.Start(ctx, driver.Config{Owner: owner, Options: map[string]string{kubernetes.OptDeadline: "15s"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inst.Close(context.Background())
+	select {
+	case <-inst.Done():
+	case <-ctx.Done():
+		t.Fatal("the pod outlived its 15 s hard deadline by more than a minute")
+	}
+	err = inst.(*kubernetes.Pod).Err()
+	var de *driver.Error
+	if !errors.As(err, &de) || de.Code != kubernetes.CodeDead || !strings.Contains(err.Error(), "hard deadline") {
+		t.Fatalf("Err() = %v, want DEAD naming the hard deadline", err)
 	}
 }

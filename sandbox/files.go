@@ -201,13 +201,20 @@ func (f *Files) write(ctx context.Context, op, path string, data []byte, mode fs
 	return f.do(ctx, op, "fs.write", fmt.Sprintf("%s (%d bytes)", path, len(data)), agent.FSWriteRequest{Path: path, Data: data, Mode: uint32(mode), Append: app}, nil)
 }
 
+// EditOptions tunes Files.Edit.
+type EditOptions struct {
+	// ReplaceAll replaces every occurrence of the old text; without it,
+	// more than one occurrence fails with SBX_AMBIGUOUS.
+	ReplaceAll bool
+}
+
 // Edit replaces old with new in a file. It fails with SBX_NO_MATCH when
 // old does not occur, and with SBX_AMBIGUOUS when it occurs more than once
-// and replaceAll is false. It returns the number of replacements. The file
-// is replaced atomically, as by Write.
-func (f *Files) Edit(ctx context.Context, path, old, new string, replaceAll bool) (int, error) {
+// and opt.ReplaceAll is false. It returns the number of replacements. The
+// file is replaced atomically, as by Write.
+func (f *Files) Edit(ctx context.Context, path, old, new string, opt EditOptions) (int, error) {
 	var rep agent.FSEditReply
-	err := f.do(ctx, "Files.Edit", "fs.edit", path, agent.FSEditRequest{Path: path, Old: old, New: new, ReplaceAll: replaceAll}, &rep)
+	err := f.do(ctx, "Files.Edit", "fs.edit", path, agent.FSEditRequest{Path: path, Old: old, New: new, ReplaceAll: opt.ReplaceAll}, &rep)
 	return rep.Replacements, err
 }
 
@@ -236,21 +243,43 @@ func (f *Files) Mkdir(ctx context.Context, path string) error {
 	return f.do(ctx, "Files.Mkdir", "fs.mkdir", path, agent.FSPathRequest{Path: path}, nil)
 }
 
+// MoveOptions tunes Files.Move.
+type MoveOptions struct {
+	// Overwrite replaces an existing destination; without it, an existing
+	// destination fails with SBX_EXISTS.
+	Overwrite bool
+}
+
 // Move renames a file or directory. An existing destination is replaced
-// only when overwrite is set.
-func (f *Files) Move(ctx context.Context, from, to string, overwrite bool) error {
-	return f.do(ctx, "Files.Move", "fs.move", from+" -> "+to, agent.FSMoveRequest{From: from, To: to, Overwrite: overwrite}, nil)
+// only when opt.Overwrite is set.
+func (f *Files) Move(ctx context.Context, from, to string, opt MoveOptions) error {
+	return f.do(ctx, "Files.Move", "fs.move", from+" -> "+to, agent.FSMoveRequest{From: from, To: to, Overwrite: opt.Overwrite}, nil)
 }
 
-// Copy copies a file or a directory tree.
-func (f *Files) Copy(ctx context.Context, from, to string, overwrite bool) error {
-	return f.do(ctx, "Files.Copy", "fs.copy", from+" -> "+to, agent.FSMoveRequest{From: from, To: to, Overwrite: overwrite}, nil)
+// CopyOptions tunes Files.Copy.
+type CopyOptions struct {
+	// Overwrite replaces an existing destination; without it, an existing
+	// destination fails with SBX_EXISTS.
+	Overwrite bool
 }
 
-// Remove deletes a file, or a directory with its contents when recursive
-// is set (a non-empty directory otherwise fails).
-func (f *Files) Remove(ctx context.Context, path string, recursive bool) error {
-	return f.do(ctx, "Files.Remove", "fs.remove", path, agent.FSPathRequest{Path: path, Recursive: recursive}, nil)
+// Copy copies a file or a directory tree. An existing destination is
+// replaced only when opt.Overwrite is set.
+func (f *Files) Copy(ctx context.Context, from, to string, opt CopyOptions) error {
+	return f.do(ctx, "Files.Copy", "fs.copy", from+" -> "+to, agent.FSMoveRequest{From: from, To: to, Overwrite: opt.Overwrite}, nil)
+}
+
+// RemoveOptions tunes Files.Remove.
+type RemoveOptions struct {
+	// Recursive removes a directory with its contents; without it, a
+	// non-empty directory is not removed.
+	Recursive bool
+}
+
+// Remove deletes a file, or a directory with its contents when
+// opt.Recursive is set (a non-empty directory otherwise fails).
+func (f *Files) Remove(ctx context.Context, path string, opt RemoveOptions) error {
+	return f.do(ctx, "Files.Remove", "fs.remove", path, agent.FSPathRequest{Path: path, Recursive: opt.Recursive}, nil)
 }
 
 // Chmod sets permission bits (0-0777; setuid, setgid and sticky bits are

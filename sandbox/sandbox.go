@@ -20,6 +20,33 @@
 //
 // Everything here is implemented once over the in-sandbox agent's
 // protocol; a backend only starts the agent and carries its stream.
+//
+// # Conventions
+//
+// One call shape per kind of thing, so that a call reads the same whichever
+// service it belongs to:
+//
+//   - Constructors take functional options: New(ctx, WithLimits(...),
+//     WithEgress(...)), NewPool(ctx, cfg, options...).
+//   - A call with optional settings takes an option struct as its last
+//     argument, whose zero value is the default:
+//     Files.Read(ctx, path, ReadOptions{}), Files.Move(ctx, from, to,
+//     MoveOptions{Overwrite: true}), Shell.Wait(ctx, ShellWaitOptions{}).
+//     No positional bools, no bare positional timeouts: a timeout is a
+//     Timeout field, and 0 means the sandbox's Limits.Timeout.
+//   - Every call that talks to the sandbox takes a context.Context first;
+//     cancelling it abandons the call (and, for calls that run code,
+//     interrupts the code). Accessors of state the Sandbox value holds
+//     (ID, Info, Shell.ID, Shells.Get, Commands.Job) take none, and Close
+//     methods follow io.Closer.
+//   - Errors come last and are *Error values with a stable Code
+//     (SBX_NOT_FOUND, SBX_TIMEOUT, ...); match them with CodeOf or
+//     errors.Is against the Err* values. What the code did (a non-zero
+//     exit, a Python exception, a timed-out command's partial output) is
+//     data in the result, not an error.
+//   - Result types belong to this package and document their fields; the
+//     only types re-exported from another package are those of
+//     sandbox/driver (Tier, Control), the public contract for backends.
 package sandbox
 
 import (
@@ -522,7 +549,10 @@ func (sb *Sandbox) Info() Info {
 
 // Renew pushes the TTL back to a full period from now. It fails on a
 // closed sandbox.
-func (sb *Sandbox) Renew() error {
+func (sb *Sandbox) Renew(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return wrapErr("Sandbox.Renew", err)
+	}
 	sb.mu.Lock()
 	defer sb.mu.Unlock()
 	if sb.closed {

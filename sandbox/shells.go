@@ -235,16 +235,24 @@ func (sh *Shell) result(r shell.Result) ShellResult {
 	return res
 }
 
+// ShellWaitOptions tunes Shell.Input and Shell.Wait.
+type ShellWaitOptions struct {
+	// Timeout is how long to wait for the command to finish (default
+	// Limits.Timeout, at most Limits.MaxTimeout). A command still running
+	// then is not killed: the result says Running.
+	Timeout time.Duration
+}
+
 // Input sends text (typed, followed by Enter) or keys such as "C-c",
 // "C-d", "C-z", "Enter", "Up" to the running command, then waits for
-// output up to timeout.
-func (sh *Shell) Input(ctx context.Context, input string, timeout time.Duration) (ShellResult, error) {
+// output up to opt.Timeout.
+func (sh *Shell) Input(ctx context.Context, input string, opt ShellWaitOptions) (ShellResult, error) {
 	const op = "Shell.Input"
 	start := time.Now()
 	if err := sh.sb.check(op); err != nil {
 		return ShellResult{}, err
 	}
-	timeout, err := sh.sb.timeoutFor(op, timeout)
+	timeout, err := sh.sb.timeoutFor(op, opt.Timeout)
 	if err != nil {
 		return ShellResult{}, err
 	}
@@ -254,13 +262,14 @@ func (sh *Shell) Input(ctx context.Context, input string, timeout time.Duration)
 	return sh.result(res), err
 }
 
-// Wait waits up to timeout for more output from the running command.
-func (sh *Shell) Wait(ctx context.Context, timeout time.Duration) (ShellResult, error) {
+// Wait waits up to opt.Timeout for the running command to finish,
+// returning the output printed meanwhile.
+func (sh *Shell) Wait(ctx context.Context, opt ShellWaitOptions) (ShellResult, error) {
 	const op = "Shell.Wait"
 	if err := sh.sb.check(op); err != nil {
 		return ShellResult{}, err
 	}
-	timeout, err := sh.sb.timeoutFor(op, timeout)
+	timeout, err := sh.sb.timeoutFor(op, opt.Timeout)
 	if err != nil {
 		return ShellResult{}, err
 	}

@@ -68,9 +68,9 @@ func (b *builtins) bash(ctx context.Context, in bashIn) (textOut, error) {
 		res, err = sh.Run(ctx, in.Command, sandbox.ShellRunOptions{Timeout: seconds(in.TimeoutSeconds),
 			OutputFile: rel, OutputFileLimit: b.cfg.savedLimit})
 	case in.Input != "":
-		res, err = sh.Input(ctx, in.Input, seconds(in.TimeoutSeconds))
+		res, err = sh.Input(ctx, in.Input, sandbox.ShellWaitOptions{Timeout: seconds(in.TimeoutSeconds)})
 	default:
-		res, err = sh.Wait(ctx, seconds(in.TimeoutSeconds))
+		res, err = sh.Wait(ctx, sandbox.ShellWaitOptions{Timeout: seconds(in.TimeoutSeconds)})
 	}
 	switch {
 	case err == nil:
@@ -106,7 +106,7 @@ func (b *builtins) shellSection(ctx context.Context, sh *sandbox.Shell, res sand
 	s := Section{Name: "output", Body: res.Output}
 	if !res.Truncated {
 		if ran && res.OutputFile != "" && !res.Running {
-			_ = b.sb.Files.Remove(ctx, res.OutputFile, false) // it was all shown in this result
+			_ = b.sb.Files.Remove(ctx, res.OutputFile, sandbox.RemoveOptions{}) // it was all shown in this result
 		}
 		return s
 	}

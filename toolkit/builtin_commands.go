@@ -82,7 +82,7 @@ func (b *builtins) runCommand(ctx context.Context, in runCommandIn) (commandOut,
 			out.OutputFile = abs
 		}
 	} else if res.OutputFile != "" {
-		_ = b.sb.Files.Remove(ctx, rel, false) // everything was shown
+		_ = b.sb.Files.Remove(ctx, rel, sandbox.RemoveOptions{}) // everything was shown
 	}
 	fields := []Field{{Name: "exit code", Value: strconv.Itoa(res.ExitCode)}, {Name: "signal", Value: res.Signal}}
 	if timedOut {

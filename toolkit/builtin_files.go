@@ -142,7 +142,7 @@ func (b *builtins) editFile(ctx context.Context, in editIn) (textOut, error) {
 	if err := b.check(); err != nil {
 		return textOut{}, err
 	}
-	n, err := b.sb.Files.Edit(ctx, in.Path, in.OldText, in.NewText, in.ReplaceAll)
+	n, err := b.sb.Files.Edit(ctx, in.Path, in.OldText, in.NewText, sandbox.EditOptions{ReplaceAll: in.ReplaceAll})
 	if err != nil {
 		return textOut{}, modelErr(err)
 	}
@@ -252,7 +252,7 @@ func (b *builtins) moveFile(ctx context.Context, in moveIn) (textOut, error) {
 	if err := b.check(); err != nil {
 		return textOut{}, err
 	}
-	if err := b.sb.Files.Move(ctx, in.Source, in.Destination, in.Overwrite); err != nil {
+	if err := b.sb.Files.Move(ctx, in.Source, in.Destination, sandbox.MoveOptions{Overwrite: in.Overwrite}); err != nil {
 		return textOut{}, modelErr(err)
 	}
 	return textOut{"moved " + in.Source + " to " + in.Destination}, nil
@@ -262,7 +262,7 @@ func (b *builtins) deleteFile(ctx context.Context, in deleteIn) (textOut, error)
 	if err := b.check(); err != nil {
 		return textOut{}, err
 	}
-	if err := b.sb.Files.Remove(ctx, in.Path, in.Recursive); err != nil {
+	if err := b.sb.Files.Remove(ctx, in.Path, sandbox.RemoveOptions{Recursive: in.Recursive}); err != nil {
 		if sandbox.CodeOf(err) == sandbox.CodeExists && !in.Recursive {
 			// The sandbox reports ENOTEMPTY as "already exists", which would mislead the model.
 			return textOut{}, fmt.Errorf("%s is a non-empty directory: set recursive to delete it with its contents", in.Path)

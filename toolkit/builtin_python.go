@@ -148,7 +148,7 @@ func (b *builtins) runPython(ctx context.Context, in pythonIn) (pythonOut, error
 			}
 		}
 	} else if ex.OutputFile != "" {
-		_ = b.sb.Files.Remove(ctx, rel, false) // everything was shown
+		_ = b.sb.Files.Remove(ctx, rel, sandbox.RemoveOptions{}) // everything was shown
 	}
 	if ex.Error != nil {
 		out.Error = ex.Error.Error()

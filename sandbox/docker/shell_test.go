@@ -63,7 +63,7 @@ func TestBashSessionsOnDocker(t *testing.T) {
 		if !r.Running {
 			t.Fatalf("read returned without input: %+v", r)
 		}
-		r, err := sh.Input(ctx, "typed text", 10*time.Second)
+		r, err := sh.Input(ctx, "typed text", sandbox.ShellWaitOptions{Timeout: 10 * time.Second})
 		if err != nil || exitOf(r) != "0" || !strings.Contains(r.Output, "got typed text") {
 			t.Fatalf("after input: %+v, %v", r, err)
 		}
@@ -74,7 +74,7 @@ func TestBashSessionsOnDocker(t *testing.T) {
 		if _, err := sh.Run(ctx, "echo no", sandbox.ShellRunOptions{Timeout: time.Second}); !errors.Is(err, sandbox.ErrBusy) {
 			t.Fatalf("a command while one runs: %v, want %s", err, sandbox.CodeBusy)
 		}
-		r, err = sh.Input(ctx, "C-c", 10*time.Second)
+		r, err = sh.Input(ctx, "C-c", sandbox.ShellWaitOptions{Timeout: 10 * time.Second})
 		if err != nil || exitOf(r) != "130" {
 			t.Fatalf("C-c: %+v, %v; want exit 130", r, err)
 		}

@@ -259,11 +259,11 @@ func TestShellsMatchTheLocalBackend(t *testing.T) {
 		{"a command outliving its timeout keeps running", shellRun("sleep 30", 500*time.Millisecond, false)},
 		{"a new command while one runs", shellRun("echo hi", 0, false)},
 		{"Ctrl-C interrupts it", func(ctx context.Context, sb *sandbox.Sandbox) (string, error) {
-			r, err := sessions[sb].Input(ctx, "C-c", 5*time.Second)
+			r, err := sessions[sb].Input(ctx, "C-c", sandbox.ShellWaitOptions{Timeout: 5 * time.Second})
 			return shellFacts(r, sb.Info().Workspace), err
 		}},
 		{"input with nothing running", func(ctx context.Context, sb *sandbox.Sandbox) (string, error) {
-			r, err := sessions[sb].Input(ctx, "hello", time.Second)
+			r, err := sessions[sb].Input(ctx, "hello", sandbox.ShellWaitOptions{Timeout: time.Second})
 			return shellFacts(r, sb.Info().Workspace), err
 		}},
 		{"a session that does not exist", func(ctx context.Context, sb *sandbox.Sandbox) (string, error) {
@@ -337,7 +337,7 @@ func TestConfinementMatchesTheLocalBackend(t *testing.T) {
 			return "", err
 		}},
 		{"move onto a path outside", func(ctx context.Context, sb *sandbox.Sandbox) (string, error) {
-			return "", sb.Files.Move(ctx, "inside.txt", "../x", false)
+			return "", sb.Files.Move(ctx, "inside.txt", "../x", sandbox.MoveOptions{})
 		}},
 	})
 }

@@ -279,7 +279,7 @@ func TestCopyOfTheWorkspaceIntoItselfIsRefused(t *testing.T) {
 	if err := sb.Files.Write(ctx, "a.txt", []byte("a"), 0); err != nil {
 		t.Fatal(err)
 	}
-	if err := sb.Files.Copy(ctx, "", "sub", false); !errors.Is(err, sandbox.ErrInvalidArgument) {
+	if err := sb.Files.Copy(ctx, "", "sub", sandbox.CopyOptions{}); !errors.Is(err, sandbox.ErrInvalidArgument) {
 		t.Fatalf("Copy of the workspace into sub: %v", err)
 	}
 }

@@ -116,11 +116,11 @@ func TestFileOperationsMatchTheLocalBackend(t *testing.T) {
 		{"mkdir over a file", fop(func(ctx context.Context, f *sandbox.Files) (string, error) { return "", f.Mkdir(ctx, "d/f.txt") })},
 		{"mkdir the workspace", fop(func(ctx context.Context, f *sandbox.Files) (string, error) { return "", f.Mkdir(ctx, "") })},
 		{"edit a dir", fop(func(ctx context.Context, f *sandbox.Files) (string, error) {
-			n, err := f.Edit(ctx, "d", "a", "b", false)
+			n, err := f.Edit(ctx, "d", "a", "b", sandbox.EditOptions{})
 			return fmt.Sprint(n), err
 		})},
 		{"edit missing", fop(func(ctx context.Context, f *sandbox.Files) (string, error) {
-			n, err := f.Edit(ctx, "nope", "a", "b", false)
+			n, err := f.Edit(ctx, "nope", "a", "b", sandbox.EditOptions{})
 			return fmt.Sprint(n), err
 		})},
 		{"list a file", ls("d/f.txt", sandbox.ListOptions{})},
@@ -152,35 +152,37 @@ func TestFileOperationsMatchTheLocalBackend(t *testing.T) {
 		{"the target's mode changed", st("d/f.txt")},
 		{"chmod missing", fop(func(ctx context.Context, f *sandbox.Files) (string, error) { return "", f.Chmod(ctx, "nope", 0o600) })},
 		{"copy a link copies its target", fop(func(ctx context.Context, f *sandbox.Files) (string, error) {
-			if err := f.Copy(ctx, "lf", "copied.txt", false); err != nil {
+			if err := f.Copy(ctx, "lf", "copied.txt", sandbox.CopyOptions{}); err != nil {
 				return "", err
 			}
 			e, err := f.Stat(ctx, "copied.txt")
 			return entryFacts(e), err
 		})},
 		{"copy missing", fop(func(ctx context.Context, f *sandbox.Files) (string, error) {
-			return "", f.Copy(ctx, "nope", "x", false)
+			return "", f.Copy(ctx, "nope", "x", sandbox.CopyOptions{})
 		})},
 		{"move a link moves the link", fop(func(ctx context.Context, f *sandbox.Files) (string, error) {
-			if err := f.Move(ctx, "lf", "lf2", false); err != nil {
+			if err := f.Move(ctx, "lf", "lf2", sandbox.MoveOptions{}); err != nil {
 				return "", err
 			}
 			e, err := f.Stat(ctx, "lf2")
 			return entryFacts(e), err
 		})},
-		{"move the workspace", fop(func(ctx context.Context, f *sandbox.Files) (string, error) { return "", f.Move(ctx, "", "x", false) })},
+		{"move the workspace", fop(func(ctx context.Context, f *sandbox.Files) (string, error) {
+			return "", f.Move(ctx, "", "x", sandbox.MoveOptions{})
+		})},
 		{"move a file onto a dir with overwrite", fop(func(ctx context.Context, f *sandbox.Files) (string, error) {
 			if err := f.Mkdir(ctx, "target/inner"); err != nil {
 				return "", err
 			}
-			if err := f.Move(ctx, "copied.txt", "target", true); err != nil {
+			if err := f.Move(ctx, "copied.txt", "target", sandbox.MoveOptions{Overwrite: true}); err != nil {
 				return "", err
 			}
 			e, err := f.Stat(ctx, "target")
 			return entryFacts(e), err
 		})},
 		{"remove a link removes the link only", fop(func(ctx context.Context, f *sandbox.Files) (string, error) {
-			if err := f.Remove(ctx, "ld", false); err != nil {
+			if err := f.Remove(ctx, "ld", sandbox.RemoveOptions{}); err != nil {
 				return "", err
 			}
 			e, err := f.Stat(ctx, "d")
@@ -190,15 +192,17 @@ func TestFileOperationsMatchTheLocalBackend(t *testing.T) {
 			if err := f.Mkdir(ctx, "emptydir"); err != nil {
 				return "", err
 			}
-			return "", f.Remove(ctx, "emptydir", false)
+			return "", f.Remove(ctx, "emptydir", sandbox.RemoveOptions{})
 		})},
 		{"move a dir into itself", fop(func(ctx context.Context, f *sandbox.Files) (string, error) {
-			return "", f.Move(ctx, "d", "d/inner", false)
+			return "", f.Move(ctx, "d", "d/inner", sandbox.MoveOptions{})
 		})},
 		{"move a file onto itself", fop(func(ctx context.Context, f *sandbox.Files) (string, error) {
-			return "", f.Move(ctx, "empty", "empty", true)
+			return "", f.Move(ctx, "empty", "empty", sandbox.MoveOptions{Overwrite: true})
 		})},
-		{"remove a non-empty dir", fop(func(ctx context.Context, f *sandbox.Files) (string, error) { return "", f.Remove(ctx, "d", false) })},
+		{"remove a non-empty dir", fop(func(ctx context.Context, f *sandbox.Files) (string, error) {
+			return "", f.Remove(ctx, "d", sandbox.RemoveOptions{})
+		})},
 		{"write below a link to a dir", func(ctx context.Context, sb *sandbox.Sandbox) (string, error) {
 			if _, err := ln("d", "ld2")(ctx, sb); err != nil {
 				return "", err

@@ -126,7 +126,7 @@ func TestBashSessionsOnKubernetes(t *testing.T) {
 		if !r.Running {
 			t.Fatalf("read returned without input: %+v", r)
 		}
-		r, err := sh.Input(ctx, "typed text", 10*time.Second)
+		r, err := sh.Input(ctx, "typed text", sandbox.ShellWaitOptions{Timeout: 10 * time.Second})
 		if err != nil || exitOf(r) != "0" || !strings.Contains(r.Output, "got typed text") {
 			t.Fatalf("after input: %+v, %v", r, err)
 		}
@@ -134,7 +134,7 @@ func TestBashSessionsOnKubernetes(t *testing.T) {
 		if !r.Running {
 			t.Fatalf("sleep 30 finished early: %+v", r)
 		}
-		r, err = sh.Input(ctx, "C-c", 10*time.Second)
+		r, err = sh.Input(ctx, "C-c", sandbox.ShellWaitOptions{Timeout: 10 * time.Second})
 		if err != nil || exitOf(r) != "130" {
 			t.Fatalf("C-c: %+v, %v; want exit 130", r, err)
 		}

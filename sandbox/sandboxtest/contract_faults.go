@@ -54,7 +54,7 @@ func testFullDisk(t *testing.T, newSandbox Factory) {
 		wantMessage(t, what, err, "unchanged")
 	}
 	intact("Write over the file with more than the free space", b.sb.Files.Write(b.ctx(), "data.bin", []byte(strings.Repeat("n", 6<<20)), 0))
-	_, err := b.sb.Files.Edit(b.ctx(), "data.bin", "MARK", "MORK", false)
+	_, err := b.sb.Files.Edit(b.ctx(), "data.bin", "MARK", "MORK", sandbox.EditOptions{})
 	intact("Edit of a file larger than the free space", err)
 	intact("CopyIn over the file", b.sb.Files.CopyIn(b.ctx(), "", makeTar(t, []tarFile{{name: "data.bin", body: strings.Repeat("c", 2<<20), mode: 0o644, typ: tar.TypeReg}})))
 	err = b.sb.Files.Append(b.ctx(), "data.bin", []byte(strings.Repeat("a", 2<<20)))
@@ -64,7 +64,7 @@ func testFullDisk(t *testing.T, newSandbox Factory) {
 	}
 	noTemporaryFiles(t, b)
 	// With room made, the same write goes through.
-	if err := b.sb.Files.Remove(b.ctx(), "filler.bin", false); err != nil {
+	if err := b.sb.Files.Remove(b.ctx(), "filler.bin", sandbox.RemoveOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.sb.Files.Write(b.ctx(), "data.bin", []byte("new"), 0); err != nil || b.read("data.bin") != "new" {

@@ -121,7 +121,7 @@ func testFileBinary(t *testing.T, newSandbox Factory) {
 	if err != nil || !c.Binary || len(c.Data) != 0 {
 		t.Fatalf("line read of a binary file must report it, not dump it: %+v %v", c, err)
 	}
-	_, err = b.sb.Files.Edit(b.ctx(), "prog.bin", "Foo", "Bar", false)
+	_, err = b.sb.Files.Edit(b.ctx(), "prog.bin", "Foo", "Bar", sandbox.EditOptions{})
 	wantCode(t, "edit of a binary file", err, sandbox.CodeBinary)
 }
 
@@ -214,7 +214,7 @@ func testFileEdit(t *testing.T, newSandbox Factory) {
 		{"exactly one", "y = 2", "y = 3", false, "", 1, "x = 1\nx = 1\ny = 3\n"},
 		{"many with replace-all", "x = 1", "x = 9", true, "", 2, "x = 9\nx = 9\ny = 3\n"},
 	} {
-		n, err := b.sb.Files.Edit(b.ctx(), "main.py", tc.old, tc.new, tc.all)
+		n, err := b.sb.Files.Edit(b.ctx(), "main.py", tc.old, tc.new, sandbox.EditOptions{ReplaceAll: tc.all})
 		if tc.code != "" {
 			wantCode(t, tc.name, err, tc.code)
 		} else if err != nil || n != tc.n {
@@ -224,7 +224,7 @@ func testFileEdit(t *testing.T, newSandbox Factory) {
 			t.Fatalf("%s: file is %q, want %q", tc.name, got, tc.after)
 		}
 	}
-	_, err := b.sb.Files.Edit(b.ctx(), "main.py", "x = 9", "x = 0", false)
+	_, err := b.sb.Files.Edit(b.ctx(), "main.py", "x = 9", "x = 0", sandbox.EditOptions{})
 	if err == nil || !strings.Contains(err.Error(), "lines 1, 2") {
 		t.Fatalf("an ambiguous edit should name the lines: %v", err)
 	}
@@ -325,16 +325,16 @@ func testFileMoveCopy(t *testing.T, newSandbox Factory) {
 	b.write("src/a.txt", "A")
 	b.write("src/sub/b.txt", "B")
 	b.write("other.txt", "O")
-	if err := b.sb.Files.Copy(b.ctx(), "src", "copy", false); err != nil {
+	if err := b.sb.Files.Copy(b.ctx(), "src", "copy", sandbox.CopyOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if b.read("copy/a.txt") != "A" || b.read("copy/sub/b.txt") != "B" {
 		t.Fatal("Copy of a tree lost content")
 	}
-	wantCode(t, "Copy onto an existing file", b.sb.Files.Copy(b.ctx(), "other.txt", "src/a.txt", false), sandbox.CodeExists)
-	wantCode(t, "Copy into itself", b.sb.Files.Copy(b.ctx(), "src", "src/inner", false), sandbox.CodeInvalidArgument)
-	wantCode(t, "Move onto an existing file", b.sb.Files.Move(b.ctx(), "other.txt", "src/a.txt", false), sandbox.CodeExists)
-	if err := b.sb.Files.Move(b.ctx(), "other.txt", "src/a.txt", true); err != nil {
+	wantCode(t, "Copy onto an existing file", b.sb.Files.Copy(b.ctx(), "other.txt", "src/a.txt", sandbox.CopyOptions{}), sandbox.CodeExists)
+	wantCode(t, "Copy into itself", b.sb.Files.Copy(b.ctx(), "src", "src/inner", sandbox.CopyOptions{}), sandbox.CodeInvalidArgument)
+	wantCode(t, "Move onto an existing file", b.sb.Files.Move(b.ctx(), "other.txt", "src/a.txt", sandbox.MoveOptions{}), sandbox.CodeExists)
+	if err := b.sb.Files.Move(b.ctx(), "other.txt", "src/a.txt", sandbox.MoveOptions{Overwrite: true}); err != nil {
 		t.Fatal(err)
 	}
 	if b.read("src/a.txt") != "O" {
@@ -343,36 +343,36 @@ func testFileMoveCopy(t *testing.T, newSandbox Factory) {
 	if _, err := b.sb.Files.Stat(b.ctx(), "other.txt"); sandbox.CodeOf(err) != sandbox.CodeNotFound {
 		t.Fatalf("the moved file is still there: %v", err)
 	}
-	if err := b.sb.Files.Move(b.ctx(), "src", "new/place", false); err != nil {
+	if err := b.sb.Files.Move(b.ctx(), "src", "new/place", sandbox.MoveOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if b.read("new/place/sub/b.txt") != "B" {
 		t.Fatal("Move of a tree lost content")
 	}
-	wantCode(t, "Move of a missing file", b.sb.Files.Move(b.ctx(), "gone", "x", false), sandbox.CodeNotFound)
+	wantCode(t, "Move of a missing file", b.sb.Files.Move(b.ctx(), "gone", "x", sandbox.MoveOptions{}), sandbox.CodeNotFound)
 }
 
 func testFileRemove(t *testing.T, newSandbox Factory) {
 	b := open(t, newSandbox)
 	b.write("d/e/f.txt", "f")
-	err := b.sb.Files.Remove(b.ctx(), "d", false)
+	err := b.sb.Files.Remove(b.ctx(), "d", sandbox.RemoveOptions{})
 	wantCode(t, "Remove of a non-empty directory without recursive", err, sandbox.CodeInvalidArgument)
 	wantMessage(t, "Remove of a non-empty directory without recursive", err, "not empty", "recursive")
 	if b.read("d/e/f.txt") != "f" {
 		t.Fatal("a refused Remove deleted content")
 	}
-	if err := b.sb.Files.Remove(b.ctx(), "d", true); err != nil {
+	if err := b.sb.Files.Remove(b.ctx(), "d", sandbox.RemoveOptions{Recursive: true}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := b.sb.Files.Stat(b.ctx(), "d"); sandbox.CodeOf(err) != sandbox.CodeNotFound {
 		t.Fatalf("after a recursive Remove: %v", err)
 	}
 	b.write("single", "s")
-	if err := b.sb.Files.Remove(b.ctx(), "single", false); err != nil {
+	if err := b.sb.Files.Remove(b.ctx(), "single", sandbox.RemoveOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	wantCode(t, "Remove of the workspace", b.sb.Files.Remove(b.ctx(), ".", true), sandbox.CodeInvalidArgument)
-	wantCode(t, "Remove of a missing file", b.sb.Files.Remove(b.ctx(), "single", false), sandbox.CodeNotFound)
+	wantCode(t, "Remove of the workspace", b.sb.Files.Remove(b.ctx(), ".", sandbox.RemoveOptions{Recursive: true}), sandbox.CodeInvalidArgument)
+	wantCode(t, "Remove of a missing file", b.sb.Files.Remove(b.ctx(), "single", sandbox.RemoveOptions{}), sandbox.CodeNotFound)
 }
 
 // wantMessage fails unless err's message contains every one of words: a
@@ -409,7 +409,7 @@ func testFileCopyIntoItself(t *testing.T, newSandbox Factory) {
 		{"directory into its subfolder", "src", "src/inner"},
 		{"directory through a link into itself", "src", "loop/inner"},
 	} {
-		err := b.sb.Files.Copy(b.ctx(), tc.from, tc.to, false)
+		err := b.sb.Files.Copy(b.ctx(), tc.from, tc.to, sandbox.CopyOptions{})
 		wantCode(t, tc.name, err, sandbox.CodeInvalidArgument)
 		wantMessage(t, tc.name, err, "into itself")
 	}
@@ -419,7 +419,7 @@ func testFileCopyIntoItself(t *testing.T, newSandbox Factory) {
 		}
 	}
 	// The refusal is about the tree, not the name: a sibling is fine.
-	if err := b.sb.Files.Copy(b.ctx(), "src", "src-copy", false); err != nil {
+	if err := b.sb.Files.Copy(b.ctx(), "src", "src-copy", sandbox.CopyOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if b.read("src-copy/a.txt") != "A" {
@@ -445,14 +445,14 @@ func testFileMoveIntoItself(t *testing.T, newSandbox Factory) {
 		{"directory onto itself with overwrite", "src", "src", true},
 		{"directory onto itself through a link with overwrite", "src", "here/src", true},
 	} {
-		err := b.sb.Files.Move(b.ctx(), tc.from, tc.to, tc.overwrite)
+		err := b.sb.Files.Move(b.ctx(), tc.from, tc.to, sandbox.MoveOptions{Overwrite: tc.overwrite})
 		wantCode(t, tc.name, err, sandbox.CodeInvalidArgument)
 		wantMessage(t, tc.name, err, "into itself")
 		if b.read("src/a.txt") != "A" {
 			t.Fatalf("%s: a refused Move changed the directory", tc.name)
 		}
 	}
-	if err := b.sb.Files.Move(b.ctx(), "src", "moved/src", false); err != nil {
+	if err := b.sb.Files.Move(b.ctx(), "src", "moved/src", sandbox.MoveOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if b.read("moved/src/a.txt") != "A" {
@@ -473,7 +473,7 @@ func testFileMoveOntoAncestor(t *testing.T, newSandbox Factory) {
 		{"file onto its grandparent", "a/b/keep.txt", "a"},
 		{"directory onto its parent reached through a link", "alink/b", "a"},
 	} {
-		err := b.sb.Files.Move(b.ctx(), tc.from, tc.to, true)
+		err := b.sb.Files.Move(b.ctx(), tc.from, tc.to, sandbox.MoveOptions{Overwrite: true})
 		wantCode(t, tc.name, err, sandbox.CodeInvalidArgument)
 		wantMessage(t, tc.name, err, "contains it")
 		if b.read("a/b/keep.txt") != "precious" || b.read("a/note.txt") != "note" {
@@ -482,7 +482,7 @@ func testFileMoveOntoAncestor(t *testing.T, newSandbox Factory) {
 	}
 	// Replacing an unrelated directory still works.
 	b.write("other/old.txt", "old")
-	if err := b.sb.Files.Move(b.ctx(), "a/b", "other", true); err != nil {
+	if err := b.sb.Files.Move(b.ctx(), "a/b", "other", sandbox.MoveOptions{Overwrite: true}); err != nil {
 		t.Fatal(err)
 	}
 	if b.read("other/keep.txt") != "precious" {

@@ -61,13 +61,13 @@ func testDiskQuota(t *testing.T, newSandbox Factory) {
 	}
 	tr := makeTar(t, []tarFile{{name: "a", body: strings.Repeat("x", 900), mode: 0o644, typ: '0'}, {name: "b", body: strings.Repeat("x", 900), mode: 0o644, typ: '0'}})
 	wantCode(t, "CopyIn past the quota", b.sb.Files.CopyIn(b.ctx(), "in", tr), sandbox.CodeQuota)
-	if err := b.sb.Files.Remove(b.ctx(), "f1", false); err != nil {
+	if err := b.sb.Files.Remove(b.ctx(), "f1", sandbox.RemoveOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.sb.Files.Write(b.ctx(), "f3", make([]byte, 2000), 0); err != nil {
 		t.Fatalf("writing after freeing space: %v", err)
 	}
-	if err := b.sb.Files.Remove(b.ctx(), "f3", false); err != nil {
+	if err := b.sb.Files.Remove(b.ctx(), "f3", sandbox.RemoveOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.sb.Files.Write(b.ctx(), "f0", make([]byte, 3500), 0); err != nil {
@@ -95,13 +95,13 @@ func outsideRefused(t *testing.T, b *box, p string) {
 	wantCode(t, "Read "+p, err, sandbox.CodePathEscape)
 	wantCode(t, "Write "+p, fsys.Write(ctx, p, []byte("pwned"), 0), sandbox.CodePathEscape)
 	wantCode(t, "Append "+p, fsys.Append(ctx, p, []byte("pwned")), sandbox.CodePathEscape)
-	_, err = fsys.Edit(ctx, p, "root", "toor", false)
+	_, err = fsys.Edit(ctx, p, "root", "toor", sandbox.EditOptions{})
 	wantCode(t, "Edit "+p, err, sandbox.CodePathEscape)
 	_, err = fsys.List(ctx, p, sandbox.ListOptions{})
 	wantCode(t, "List "+p, err, sandbox.CodePathEscape)
 	_, err = fsys.Search(ctx, sandbox.SearchOptions{Pattern: "root", Path: p})
 	wantCode(t, "Search "+p, err, sandbox.CodePathEscape)
-	wantCode(t, "Copy from "+p, fsys.Copy(ctx, p, "stolen", false), sandbox.CodePathEscape)
+	wantCode(t, "Copy from "+p, fsys.Copy(ctx, p, "stolen", sandbox.CopyOptions{}), sandbox.CodePathEscape)
 	wantCode(t, "CopyOut "+p, fsys.CopyOut(ctx, p, discard{}), sandbox.CodePathEscape)
 	wantCode(t, "Chmod "+p, fsys.Chmod(ctx, p, 0o777), sandbox.CodePathEscape)
 	_, err = b.sb.Commands.Run(ctx, sandbox.Command{Args: []string{"true"}, Dir: filepath.Dir(p)})
@@ -121,7 +121,7 @@ func testDotDot(t *testing.T, newSandbox Factory) {
 		wantCode(t, "Read "+p, err, sandbox.CodePathEscape)
 	}
 	outsideRefused(t, b, "../../etc/passwd")
-	wantCode(t, "Move out", b.sb.Files.Move(b.ctx(), "x", "../../tmp/x", true), sandbox.CodePathEscape)
+	wantCode(t, "Move out", b.sb.Files.Move(b.ctx(), "x", "../../tmp/x", sandbox.MoveOptions{Overwrite: true}), sandbox.CodePathEscape)
 	b.usable()
 }
 
@@ -429,7 +429,7 @@ func testTTL(t *testing.T, newSandbox Factory) {
 	expectNoSurvivors(t, b.marker, "the TTL firing")
 	_, err := b.sb.Commands.Run(b.ctx(), sandbox.Command{Args: []string{"true"}})
 	wantCode(t, "Run after the TTL fired", err, sandbox.CodeClosed)
-	wantCode(t, "Renew after the TTL fired", b.sb.Renew(), sandbox.CodeClosed)
+	wantCode(t, "Renew after the TTL fired", b.sb.Renew(b.ctx()), sandbox.CodeClosed)
 }
 
 // testPause freezes a sandbox whose job stamps the time every 10 ms: no
@@ -512,7 +512,7 @@ func testAfterClose(t *testing.T, newSandbox Factory) {
 		},
 		"CopyIn":  func() error { return b.sb.Files.CopyIn(ctx, "", strings.NewReader("")) },
 		"CopyOut": func() error { return b.sb.Files.CopyOut(ctx, "", discard{}) },
-		"Renew":   func() error { return b.sb.Renew() },
+		"Renew":   func() error { return b.sb.Renew(b.ctx()) },
 	}
 	for name, call := range calls {
 		err := call()
@@ -632,7 +632,7 @@ func testInfo(t *testing.T, newSandbox Factory) {
 	}
 	before := info.Expires
 	time.Sleep(5 * time.Millisecond)
-	if err := b.sb.Renew(); err != nil || !b.sb.Info().Expires.After(before) {
+	if err := b.sb.Renew(b.ctx()); err != nil || !b.sb.Info().Expires.After(before) {
 		t.Fatalf("Renew did not push the TTL back: %v", err)
 	}
 }

@@ -45,8 +45,8 @@ func testControlCharacterNames(t *testing.T, newSandbox Factory) {
 	for _, p := range []string{"two\nlines.txt", "tab\there", "bell\a", "esc\x1b[2J"} {
 		wantCode(t, "Write of "+p, b.sb.Files.Write(b.ctx(), p, []byte("x"), 0), sandbox.CodeInvalidArgument)
 		wantCode(t, "Mkdir of "+p, b.sb.Files.Mkdir(b.ctx(), p), sandbox.CodeInvalidArgument)
-		wantCode(t, "Move to "+p, b.sb.Files.Move(b.ctx(), "ok.txt", p, false), sandbox.CodeInvalidArgument)
-		wantCode(t, "Copy to "+p, b.sb.Files.Copy(b.ctx(), "ok.txt", p, false), sandbox.CodeInvalidArgument)
+		wantCode(t, "Move to "+p, b.sb.Files.Move(b.ctx(), "ok.txt", p, sandbox.MoveOptions{}), sandbox.CodeInvalidArgument)
+		wantCode(t, "Copy to "+p, b.sb.Files.Copy(b.ctx(), "ok.txt", p, sandbox.CopyOptions{}), sandbox.CodeInvalidArgument)
 		wantCode(t, "CopyIn into "+p, b.sb.Files.CopyIn(b.ctx(), p, makeTar(t, []tarFile{{name: "a", body: "x", mode: 0o644, typ: tar.TypeReg}})), sandbox.CodeInvalidArgument)
 		err := b.sb.Files.CopyIn(b.ctx(), "", makeTar(t, []tarFile{{name: p, body: "x", mode: 0o644, typ: tar.TypeReg}}))
 		wantCode(t, "CopyIn of an entry named "+p, err, sandbox.CodeInvalidArgument)

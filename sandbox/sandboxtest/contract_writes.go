@@ -44,7 +44,7 @@ func testWriteThroughLinkAtomic(t *testing.T, newSandbox Factory) {
 			case 1:
 				err = b.sb.Files.CopyIn(b.ctx(), "", makeTar(t, []tarFile{{name: "link.txt", body: versions[i%2], mode: 0o644, typ: tar.TypeReg}}))
 			case 2:
-				err = b.sb.Files.Copy(b.ctx(), "other.txt", "link.txt", true)
+				err = b.sb.Files.Copy(b.ctx(), "other.txt", "link.txt", sandbox.CopyOptions{Overwrite: true})
 			}
 			if err != nil {
 				t.Errorf("write %d through the link: %v", i, err)

@@ -2,6 +2,8 @@ package sandbox_test
 
 import (
 	"context"
+	"log/slog"
+	"sync"
 	"testing"
 
 	"github.com/sandboxkit/sandboxkit/sandbox"
@@ -26,5 +28,75 @@ func TestPythonListReportsErrors(t *testing.T) {
 	sb.Close()
 	if cs, err := sb.Python.List(ctx); sandbox.CodeOf(err) != sandbox.CodeClosed {
 		t.Errorf("List after Close = %+v, %v; want %s", cs, err, sandbox.CodeClosed)
+	}
+}
+
+// recorder keeps the audit records it is handed.
+type recorder struct {
+	mu      sync.Mutex
+	records []slog.Record
+}
+
+func (r *recorder) Enabled(context.Context, slog.Level) bool { return true }
+func (r *recorder) Handle(_ context.Context, rec slog.Record) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.records = append(r.records, rec.Clone())
+	return nil
+}
+func (r *recorder) WithAttrs(as []slog.Attr) slog.Handler {
+	return &withAttrs{r, as}
+}
+func (r *recorder) WithGroup(string) slog.Handler { return r }
+
+// withAttrs adds the attributes of Logger.With to each record, as real handlers do.
+type withAttrs struct {
+	*recorder
+	attrs []slog.Attr
+}
+
+func (w *withAttrs) Handle(ctx context.Context, rec slog.Record) error {
+	rec = rec.Clone()
+	rec.AddAttrs(w.attrs...)
+	return w.recorder.Handle(ctx, rec)
+}
+
+// TestAuditEventsNameTheOwner: WithOwner promised to label audit events, and the events
+// carried no owner; one handler serving several callers could not tell whose sandbox acted.
+func TestAuditEventsNameTheOwner(t *testing.T) {
+	ctx := context.Background()
+	rec := &recorder{}
+	sb, err := sandbox.New(ctx, sandbox.WithOwner("alice"), sandbox.WithAudit(rec))
+	if sandbox.CodeOf(err) == sandbox.CodeIsolationUnavailable {
+		sandboxtest.Unavailable(t, "namespace", err.Error())
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sb.Files.Write(ctx, "a.txt", []byte("x"), 0); err != nil {
+		t.Fatal(err)
+	}
+	sb.Close()
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	var ops int
+	for _, r := range rec.records {
+		owner, op := "", ""
+		r.Attrs(func(a slog.Attr) bool {
+			switch a.Key {
+			case "owner":
+				owner = a.Value.String()
+			case "op":
+				op = a.Value.String()
+			}
+			return true
+		})
+		if owner != "alice" {
+			t.Errorf("audit event %q (%s) has owner %q, want alice", r.Message, op, owner)
+		}
+		ops++
+	}
+	if ops < 2 {
+		t.Fatalf("%d audit events; want at least Files.Write and Sandbox.Close", ops)
 	}
 }

@@ -3,7 +3,6 @@ package sandbox
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -507,5 +506,3 @@ func (j *Job) CloseStdin(ctx context.Context) error {
 	}
 	return wrapErr(op, j.sb.client.Do(ctx, "job.stdin", agent.JobStdinRequest{ID: j.ID, Close: true}, nil))
 }
-
-var _ = errors.New

@@ -29,11 +29,21 @@ type Files struct{ sb *Sandbox }
 type ReadOptions struct {
 	Offset int
 	Limit  int
-	// MaxBytes caps the bytes returned (default 8 MiB; at most 16 MiB −
-	// 64 KiB, one protocol frame). A whole-file read of a larger file fails
-	// with SBX_TOO_LARGE.
+	// MaxBytes caps the bytes returned (default DefaultReadMaxBytes; at
+	// most 16 MiB − 64 KiB, one protocol frame). A whole-file read of a
+	// larger file fails with SBX_TOO_LARGE.
 	MaxBytes int64
 }
+
+// Defaults of the option structs' caps, applied when the field is 0.
+const (
+	// DefaultReadMaxBytes is ReadOptions.MaxBytes's default: 8 MiB.
+	DefaultReadMaxBytes = 8 << 20
+	// DefaultListMax is ListOptions.Max's default.
+	DefaultListMax = 1000
+	// DefaultSearchMaxResults is SearchOptions.MaxResults's default.
+	DefaultSearchMaxResults = 200
+)
 
 // FileContent is what Read returns.
 type FileContent struct {
@@ -75,7 +85,7 @@ type ListOptions struct {
 	Depth int
 	// Hidden includes names starting with ".".
 	Hidden bool
-	// Max caps the entries returned (default 1000).
+	// Max caps the entries returned (default DefaultListMax).
 	Max int
 }
 
@@ -100,7 +110,7 @@ type SearchOptions struct {
 	// without "/" matches the file's base name.
 	Include, Exclude []string
 	IgnoreCase       bool
-	// MaxResults caps the matches (default 200).
+	// MaxResults caps the matches (default DefaultSearchMaxResults).
 	MaxResults int
 	// All also searches .git and node_modules, skipped by default.
 	All bool
@@ -151,6 +161,9 @@ func (f *Files) do(ctx context.Context, op, agentOp, sum string, args, out any) 
 func (f *Files) Read(ctx context.Context, path string, opt ReadOptions) (*FileContent, error) {
 	if opt.Offset < 0 || opt.Limit < 0 || opt.MaxBytes < 0 {
 		return nil, newError(CodeInvalidArgument, "Files.Read", "offset, limit and max bytes must not be negative")
+	}
+	if opt.MaxBytes == 0 {
+		opt.MaxBytes = DefaultReadMaxBytes
 	}
 	var rep agent.FSReadReply
 	if err := f.do(ctx, "Files.Read", "fs.read", path, agent.FSReadRequest{Path: path, Offset: opt.Offset, Limit: opt.Limit, MaxBytes: opt.MaxBytes}, &rep); err != nil {
@@ -220,6 +233,9 @@ func (f *Files) Edit(ctx context.Context, path, old, new string, opt EditOptions
 
 // List lists a directory.
 func (f *Files) List(ctx context.Context, path string, opt ListOptions) (*Listing, error) {
+	if opt.Max <= 0 {
+		opt.Max = DefaultListMax
+	}
 	var rep agent.FSListReply
 	if err := f.do(ctx, "Files.List", "fs.list", path, agent.FSListRequest{Path: path, Depth: opt.Depth, Hidden: opt.Hidden, Max: opt.Max}, &rep); err != nil {
 		return nil, err
@@ -294,6 +310,9 @@ func (f *Files) Chmod(ctx context.Context, path string, mode fs.FileMode) error 
 // Search finds lines matching a regular expression, skipping binary files
 // and, unless All is set, .git and node_modules.
 func (f *Files) Search(ctx context.Context, opt SearchOptions) (*SearchResult, error) {
+	if opt.MaxResults <= 0 {
+		opt.MaxResults = DefaultSearchMaxResults
+	}
 	var rep agent.FSSearchReply
 	if err := f.do(ctx, "Files.Search", "fs.search", opt.Pattern, agent.FSSearchRequest{
 		Pattern: opt.Pattern, Path: opt.Path, Include: opt.Include, Exclude: opt.Exclude,

@@ -55,7 +55,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
-	"os"
 	"slices"
 	"sort"
 	"strings"
@@ -104,9 +103,9 @@ type Limits struct {
 	DiskBytes int64
 	// TmpBytes sizes the private /tmp where the backend has one.
 	TmpBytes int64
-	// MaxOutputBytes caps the output kept per stream of each call (the
-	// agent caps it at 8 MiB per stream); the rest is cut with a marker
-	// saying how much was dropped.
+	// MaxOutputBytes caps the output kept per stream of each call, at most
+	// 8 MiB (the in-sandbox agent's own cap, which bounds its memory); the
+	// rest is cut with a marker saying how much was dropped.
 	MaxOutputBytes int
 }
 
@@ -196,7 +195,9 @@ func WithTTL(d time.Duration) Option { return func(c *config) { c.ttl = d } }
 // (default: python3 on the sandbox's PATH).
 func WithPython(path string) Option { return func(c *config) { c.python = path } }
 
-// WithOwner labels the sandbox with its creator (container labels, audit).
+// WithOwner labels the sandbox with its creator: every audit event carries
+// it as the attribute "owner", and the Docker backend labels its containers
+// with it (sandboxkit gc --owner removes one owner's leftovers).
 func WithOwner(owner string) Option { return func(c *config) { c.owner = owner } }
 
 // WithBackendOption passes a backend-specific setting (e.g. the docker
@@ -335,6 +336,11 @@ func New(ctx context.Context, opts ...Option) (*Sandbox, error) {
 	sb := &Sandbox{id: id, cfg: c, inst: inst, client: client, iso: iso, hello: client.Hello(), created: start, env: env, closeDone: make(chan struct{})}
 	if c.audit != nil {
 		sb.logger = slog.New(c.audit)
+		if c.owner != "" {
+			// Every event, the egress proxy's too, names whose sandbox it
+			// was: one handler often serves many callers.
+			sb.logger = sb.logger.With(slog.String("owner", c.owner))
+		}
 	}
 	if egress != nil {
 		if err := sb.startEgress(egress); err != nil {
@@ -435,8 +441,6 @@ func checkExplicit(c config, iso driver.Isolation) error {
 	}
 	return nil
 }
-
-func (l Limits) isZero() bool { return l == Limits{} }
 
 // rlimitsFor asks the agent to apply per-process rlimits for the limits the
 // backend enforces that way (it says so in its controls).
@@ -691,5 +695,3 @@ func (sb *Sandbox) timeoutFor(op string, d time.Duration) (time.Duration, error)
 	}
 	return d, nil
 }
-
-var _ = os.Getpid

@@ -38,5 +38,5 @@ func ExampleForSandbox() {
 	fmt.Println(res.Text)
 	// Output:
 	// 1	buy milk
-	// "hello Ada"
+	// hello Ada
 }

@@ -63,7 +63,7 @@ type Image struct {
 }
 
 // Texter is implemented by Out types that render their own text for the model. Without it
-// the model reads the indented JSON of Out.
+// the model reads Out itself when it is a string, and the indented JSON of Out otherwise.
 type Texter interface {
 	ToolText() string
 }
@@ -188,8 +188,8 @@ func asFatal(ctx context.Context, err error) error {
 	return nil
 }
 
-// render builds the success Result: Data is the JSON of out, Text is ToolText() or the
-// indented JSON, Images come from ToolImages().
+// render builds the success Result: Data is the JSON of out, Text is ToolText(), the string
+// itself or the indented JSON, Images come from ToolImages().
 func render(name string, out any) (Result, error) {
 	data, err := marshal(out, false)
 	if err != nil {
@@ -203,6 +203,10 @@ func render(name string, out any) (Result, error) {
 	}
 	if tx, ok := out.(Texter); ok {
 		res.Text = tx.ToolText()
+	} else if v := reflect.ValueOf(out); v.Kind() == reflect.String {
+		// A string is the text itself: JSON-quoted, the model would read escaped newlines
+		// and quotes, and may copy them into its next call.
+		res.Text = v.String()
 	} else {
 		indented, err := marshal(out, true)
 		if err != nil {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/tmc/langchaingo/llms"
+
 	"github.com/sandboxkit/sandboxkit/adapters/langchaingo"
 	"github.com/sandboxkit/sandboxkit/toolkit"
 )
@@ -29,4 +31,26 @@ func ExampleTools() {
 	// {"a": 1, "b": 2} -> sum: 3 (err: <nil>)
 	// "{\"a\": 3, \"b\": 4}" -> sum: 7 (err: <nil>)
 	// {"a": 1} -> invalid arguments for add: missing required argument "b" (integer) (err: <nil>)
+}
+
+// Direct function calling: the model's tool calls run, and Dispatch returns the messages to
+// append to the conversation, one tool response per call, in call order.
+func ExampleDispatch() {
+	tk := toolkit.Of(addTool())
+	calls := []llms.ToolCall{
+		{ID: "call_1", Type: "function", FunctionCall: &llms.FunctionCall{Name: "add", Arguments: `{"a":1,"b":2}`}},
+		{ID: "call_2", Type: "function", FunctionCall: &llms.FunctionCall{Name: "add", Arguments: `{"a":1}`}},
+	}
+	msgs, err := langchaingo.Dispatch(context.Background(), tk, calls)
+	if err != nil {
+		fmt.Println(err) // the sandbox is gone or ctx is done
+		return
+	}
+	for _, m := range msgs {
+		r := m.Parts[0].(llms.ToolCallResponse)
+		fmt.Println(m.Role, r.ToolCallID, r.Content)
+	}
+	// Output:
+	// tool call_1 sum: 3
+	// tool call_2 invalid arguments for add: missing required argument "b" (integer)
 }

@@ -67,18 +67,25 @@ const (
 
 // Chunk is a piece of a command's output.
 type Chunk struct {
+	// Stream says which stream Data was written to.
 	Stream Stream
-	Data   []byte
+	// Data is the bytes, as the command wrote them.
+	Data []byte
 }
 
 // Result is the outcome of a command that ran. A non-zero exit is data,
 // not an error.
 type Result struct {
+	// ExitCode is the command's exit status (128+N when signal N killed
+	// it, as a shell reports it).
 	ExitCode int
 	// Signal names the signal that killed the command ("SIGKILL"), if any.
-	Signal   string
-	Stdout   string
-	Stderr   string
+	Signal string
+	// Stdout and Stderr are what the command printed on each stream,
+	// cut in the middle past Limits.MaxOutputBytes.
+	Stdout string
+	Stderr string
+	// Duration is the command's wall time.
 	Duration time.Duration
 	// TimedOut reports that the command was killed at its timeout (Run
 	// then also returns ErrTimeout).
@@ -301,14 +308,21 @@ type Job struct {
 
 // JobStatus describes a job.
 type JobStatus struct {
-	ID       string
-	Args     []string
-	PID      int
+	// ID names the job, for Commands.Job.
+	ID string
+	// Args is the job's command line (argv).
+	Args []string
+	// PID is the job's process id, as the sandbox sees it.
+	PID int
+	// Running is set until the job ends; ExitCode and Signal are then
+	// set as in Result.
 	Running  bool
 	ExitCode int
 	Signal   string
-	Started  time.Time
-	Ended    time.Time
+	// Started and Ended are when the job started and ended (zero while
+	// it runs).
+	Started time.Time
+	Ended   time.Time
 	// Written counts every output byte the job produced so far.
 	Written int64
 	// LeftRunning: see Result (set once the job ended).
@@ -326,7 +340,8 @@ type JobOutput struct {
 	// Dropped counts bytes after the cursor that the ring buffer no longer
 	// held (printed faster than they were read).
 	Dropped int64
-	Status  JobStatus
+	// Status is the job's status when the output was read.
+	Status JobStatus
 }
 
 func jobStatus(s agent.JobStatus) JobStatus {

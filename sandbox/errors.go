@@ -81,8 +81,8 @@ var codeTable = []struct {
 
 // CodeInfo documents one error code.
 type CodeInfo struct {
-	Code    Code
-	Meaning string
+	Code    Code   // the code, e.g. SBX_TIMEOUT
+	Meaning string // what it means
 	Action  string // what a caller or model can do about it
 }
 
@@ -97,7 +97,7 @@ func ErrorCodes() []CodeInfo {
 
 // Error is every error this package returns for a failed operation.
 type Error struct {
-	Code    Code
+	Code    Code   // stable, for programs and models; see ErrorCodes
 	Op      string // e.g. "Files.Read"
 	Message string // what happened and what to do
 	Err     error  // underlying cause, may be nil

@@ -47,6 +47,7 @@ const (
 
 // FileContent is what Read returns.
 type FileContent struct {
+	// Data is the content read: the whole file, or the lines asked for.
 	Data []byte
 	// Size is the file's size in bytes.
 	Size int64
@@ -67,12 +68,12 @@ type FileContent struct {
 
 // Entry describes one file or directory.
 type Entry struct {
-	Path    string // relative to the workspace, slash-separated
-	Type    string // "file", "dir", "symlink" or "other"
-	Size    int64
-	Mode    fs.FileMode
-	ModTime time.Time
-	Target  string // a symlink's target
+	Path    string      // relative to the workspace, slash-separated
+	Type    string      // "file", "dir", "symlink" or "other"
+	Size    int64       // in bytes
+	Mode    fs.FileMode // type and permission bits
+	ModTime time.Time   // last modification
+	Target  string      // a symlink's target
 }
 
 func entry(e agent.Entry) Entry {
@@ -91,7 +92,10 @@ type ListOptions struct {
 
 // Listing is a directory listing.
 type Listing struct {
-	Entries   []Entry
+	// Entries are the directory's entries, in walk order (lexical, parents
+	// before their children).
+	Entries []Entry
+	// Truncated is set when ListOptions.Max cut the listing.
 	Truncated bool
 }
 
@@ -329,7 +333,9 @@ func (f *Files) Search(ctx context.Context, opt SearchOptions) (*SearchResult, e
 
 // GlobResult lists paths found by name.
 type GlobResult struct {
-	Paths     []string
+	// Paths are the matching paths, relative to the workspace, sorted.
+	Paths []string
+	// Truncated is set when more paths matched than are returned.
 	Truncated bool
 }
 

@@ -503,13 +503,17 @@ func (sb *Sandbox) ID() string { return sb.id }
 
 // Info describes a sandbox and what is really in force.
 type Info struct {
-	ID        string
-	Backend   string
+	// ID is the sandbox's id (as ID returns).
+	ID string
+	// Backend names the backend, e.g. "local" or "docker".
+	Backend string
+	// Isolation is the tier in force, measured at creation.
 	Isolation Tier
 	// Controls lists each control and the mechanism enforcing it.
 	Controls []Control
 	// Gaps lists known weaknesses of this tier on this machine.
-	Gaps   []string
+	Gaps []string
+	// Limits are the limits in force, defaults filled in.
 	Limits Limits
 	// Network reports whether network access was allowed.
 	Network bool
@@ -525,11 +529,14 @@ type Info struct {
 	// PythonAvailable reports whether a Python interpreter was found.
 	PythonAvailable bool
 	// Bash is the path of bash inside the sandbox, "" if none.
-	Bash    string
+	Bash string
+	// Created is when the sandbox was made; Expires when its TTL ends it
+	// (Renew pushes it back).
 	Created time.Time
 	Expires time.Time
-	Paused  bool
-	Closed  bool
+	// Paused and Closed report the sandbox's state.
+	Paused bool
+	Closed bool
 	// Extra holds backend facts (container id, image, cgroup).
 	Extra map[string]string
 }

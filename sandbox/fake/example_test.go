@@ -16,9 +16,11 @@ type exampleT struct {
 	cleanups []func()
 }
 
-func (t *exampleT) Helper()                           {}
-func (t *exampleT) Cleanup(f func())                  { t.cleanups = append(t.cleanups, f) }
-func (t *exampleT) Errorf(format string, args ...any) { fmt.Printf("test error: "+format+"\n", args...) }
+func (t *exampleT) Helper()          {}
+func (t *exampleT) Cleanup(f func()) { t.cleanups = append(t.cleanups, f) }
+func (t *exampleT) Errorf(format string, args ...any) {
+	fmt.Printf("test error: "+format+"\n", args...)
+}
 func (t *exampleT) Fatalf(format string, args ...any) { panic(fmt.Sprintf(format, args...)) }
 func (t *exampleT) end() {
 	for i := len(t.cleanups) - 1; i >= 0; i-- {

@@ -79,9 +79,9 @@ const (
 
 // Usage is token accounting, summed over a run's model calls.
 type Usage struct {
-	PromptTokens     int `json:"prompt_tokens"`
-	CompletionTokens int `json:"completion_tokens"`
-	TotalTokens      int `json:"total_tokens"`
+	PromptTokens     int `json:"prompt_tokens"`     // tokens sent
+	CompletionTokens int `json:"completion_tokens"` // tokens the model wrote
+	TotalTokens      int `json:"total_tokens"`      // their sum
 	// Estimated says some calls reported no usage and were estimated (bytes/4).
 	Estimated bool `json:"estimated,omitempty"`
 }
@@ -96,6 +96,7 @@ func (u *Usage) add(v Usage) {
 // Result is the outcome of a run. Run returns one even with an error, holding what was done
 // until then.
 type Result struct {
+	// Reason says why the run stopped.
 	Reason StopReason
 	// Answer is the model's final text (StopAnswered, StopLength, StopRefused); empty
 	// otherwise.
@@ -105,7 +106,9 @@ type Result struct {
 	ToolCalls int
 	// Retries counts failed model calls that were tried again.
 	Retries int
-	Usage   Usage
+	// Usage sums the tokens of the run's model calls.
+	Usage Usage
+	// Elapsed is the run's wall time.
 	Elapsed time.Duration
 	// Messages is the whole conversation, as sent at the last step plus the last turn
 	// (older tool outputs may be shortened). Append to it to continue by hand.

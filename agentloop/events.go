@@ -21,15 +21,15 @@ type StepStarted struct {
 
 // TextDelta is a fragment of the assistant's text as it streams in.
 type TextDelta struct {
-	Step int
-	Text string
+	Step int    // the step, from 1
+	Text string // the fragment
 }
 
 // ToolCall is one complete tool call of the model's answer, sent before the calls run.
 type ToolCall struct {
-	Step      int
-	ID        string
-	Name      string
+	Step      int    // the step, from 1
+	ID        string // the call's id, as the model gave it
+	Name      string // the tool called
 	Arguments string // the JSON the model wrote, verbatim (possibly malformed)
 }
 
@@ -37,10 +37,10 @@ type ToolCall struct {
 // arrive together, in the order of the calls, once every call of the step has finished
 // (calls of one step may run in parallel).
 type ToolResult struct {
-	Step    int
-	ID      string
-	Name    string
-	Content string
+	Step    int    // the step, from 1
+	ID      string // the id of the call answered
+	Name    string // the tool called
+	Content string // the text the model reads
 	// Elapsed is how long the step's tool calls took together.
 	Elapsed time.Duration
 }
@@ -48,16 +48,16 @@ type ToolResult struct {
 // Retry says a model call failed in a way worth retrying and will be tried again after Wait.
 // Text streamed during the failed attempt is void: a UI should drop it.
 type Retry struct {
-	Step    int
-	Attempt int // the attempt that failed, from 1
-	Err     error
-	Wait    time.Duration
+	Step    int           // the step, from 1
+	Attempt int           // the attempt that failed, from 1
+	Err     error         // why it failed
+	Wait    time.Duration // how long the loop waits before the next attempt
 }
 
 // Shortened says that older tool outputs were shortened (or their images dropped) to keep
 // the conversation within the context window.
 type Shortened struct {
-	Step     int
+	Step     int // the step, from 1
 	Messages int // how many messages were shortened
 	Before   int // estimated request tokens before
 	After    int // and after
@@ -65,8 +65,8 @@ type Shortened struct {
 
 // Finished ends the run. It carries what Run returns.
 type Finished struct {
-	Result *Result
-	Err    error
+	Result *Result // Run's result
+	Err    error   // Run's error
 }
 
 func (StepStarted) event() {}

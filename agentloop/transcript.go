@@ -29,9 +29,9 @@ const (
 // that a transcript stays easy to read, grep and write by hand; each kind uses the fields
 // its comment names.
 type Record struct {
-	Kind Kind      `json:"kind"`
-	Time time.Time `json:"time"`
-	Step int       `json:"step,omitempty"`
+	Kind Kind      `json:"kind"`           // what the record is
+	Time time.Time `json:"time"`           // when it was written
+	Step int       `json:"step,omitempty"` // the step, from 1 (0 outside a step)
 
 	// start: what the run was given.
 	Model  string   `json:"model,omitempty"`
@@ -63,6 +63,7 @@ type Record struct {
 
 // Transcript is a recorded run, as read by [ReadTranscript].
 type Transcript struct {
+	// Records are the transcript's lines, in order.
 	Records []Record
 }
 

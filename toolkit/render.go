@@ -8,12 +8,13 @@ import (
 
 // Field is one "name: value" line at the top of a rendered result, e.g. "exit code: 0".
 type Field struct {
-	Name  string
-	Value string
+	Name  string // e.g. "exit code"
+	Value string // e.g. "0"
 }
 
 // Section is one named block of output, e.g. stdout, rendered under a "--- name ---" header.
 type Section struct {
+	// Name is the header's text, e.g. "stdout".
 	Name string
 	// Body is the output, or its start when Omitted is non-zero.
 	Body string

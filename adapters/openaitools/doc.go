@@ -1,4 +1,5 @@
-// Package openaitools connects a [toolkit.Toolkit] to github.com/sashabaranov/go-openai.
+// Package openaitools connects a [toolkit.Toolkit] to github.com/sashabaranov/go-openai. Its
+// name differs from go-openai's (openai), so both import without an alias.
 //
 // Three pieces cover one function-calling turn:
 //
@@ -10,9 +11,9 @@
 //   - [Dispatch] runs the model's tool calls and returns the messages to append to the
 //     conversation before asking the model again.
 //
-// A loop over them looks like this:
+// A loop over them looks like this (openai is go-openai):
 //
-//	req := goopenai.ChatCompletionRequest{Model: model, Messages: msgs, Tools: openaitools.Tools(tk)}
+//	req := openai.ChatCompletionRequest{Model: model, Messages: msgs, Tools: openaitools.Tools(tk)}
 //	for {
 //		resp, err := client.CreateChatCompletion(ctx, req)
 //		if err != nil { ... }

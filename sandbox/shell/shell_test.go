@@ -1,3 +1,8 @@
+//go:build unix
+
+// The sessions under test run on LocalStarter, which needs a Unix
+// pseudo-terminal; the package's pure parts (clean_test.go) run everywhere.
+
 package shell
 
 import (

@@ -311,7 +311,7 @@ func (s *server) startProcess(a ExecRequest) (*proc, *stdio, *WireError) {
 	_ = cmd.Process.Release()
 	for _, rl := range s.hello.Rlimits {
 		lim := unix.Rlimit{Cur: rl.Soft, Max: rl.Hard}
-		if err := unix.Prlimit(p.pid, rl.Resource, &lim, nil); err != nil && err != unix.ESRCH {
+		if err := prlimit(p.pid, rl.Resource, &lim, nil); err != nil && err != unix.ESRCH {
 			// A limit that cannot be applied is a control not in force:
 			// refuse to let the process run without it.
 			killTree(p, syscall.SIGKILL)
@@ -356,7 +356,7 @@ func limitForked(pid int, rls []Rlimit, depth int) {
 		}
 		for _, rl := range rls {
 			lim := unix.Rlimit{Cur: rl.Soft, Max: rl.Hard}
-			_ = unix.Prlimit(c, rl.Resource, &lim, nil) // ESRCH: it is gone already
+			_ = prlimit(c, rl.Resource, &lim, nil) // ESRCH: it is gone already
 		}
 		limitForked(c, rls, depth+1)
 	}
@@ -621,10 +621,6 @@ func killDescendants(root int) {
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
-}
-
-func setChildSubreaper() error {
-	return unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 }
 
 // maxCapture caps ExecRequest.MaxOutput.

@@ -42,10 +42,7 @@ func openWorkspace(h Hello) (*workspace, error) {
 	if err != nil {
 		return nil, err
 	}
-	rootFD, err := syscall.Open(dir, unix.O_PATH|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
-	if err != nil {
-		rootFD = -1
-	}
+	rootFD := openPathFD(dir)
 	w := &workspace{dir: dir, root: root, rootFD: rootFD, fsize: h.FileSizeBytes, disk: h.DiskBytes,
 		sweepStop: make(chan struct{}), sweepDone: make(chan struct{})}
 	go func() {
@@ -1114,7 +1111,7 @@ func (w *workspace) within(top fs.FileInfo, p string) bool {
 	if !ok || !ok2 {
 		return false
 	}
-	fd, err := unix.Openat(int(f.Fd()), ".", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	fd, err := unix.Openat(int(f.Fd()), ".", oPath|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return false
 	}
@@ -1131,7 +1128,7 @@ func (w *workspace) within(top fs.FileInfo, p string) bool {
 		if st.Dev == stop.Dev && st.Ino == stop.Ino {
 			break
 		}
-		up, err := unix.Openat(fd, "..", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		up, err := unix.Openat(fd, "..", oPath|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 		unix.Close(fd)
 		if err != nil {
 			return false

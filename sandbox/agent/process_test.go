@@ -1,3 +1,8 @@
+//go:build linux
+
+// The agent serves only on Linux (hardenProcess refuses elsewhere), so the
+// tests that run one are Linux-only.
+
 package agent
 
 import (

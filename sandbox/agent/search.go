@@ -194,10 +194,7 @@ func anyGlob(globs []string, rel string) bool {
 // os.Root.
 func (w *workspace) openForSearch(rel string) (int, error) {
 	if w.rootFD >= 0 {
-		fd, err := unix.Openat2(w.rootFD, rel, &unix.OpenHow{
-			Flags:   unix.O_RDONLY | unix.O_NONBLOCK | unix.O_CLOEXEC | unix.O_NOFOLLOW,
-			Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
-		})
+		fd, err := openBeneath(w.rootFD, rel)
 		// Fall back where openat2 is missing or refused (ENOSYS, EPERM
 		// under seccomp), and where the path has a symbolic link in it
 		// (ELOOP; EXDEV if it leads out, which os.Root then judges) or

@@ -39,7 +39,7 @@ import (
 // refused by the sandbox's own seccomp filter (clone3 returns ENOSYS). The
 // agent is also PID 1 or a child subreaper, so orphans stay its children
 // and are killed by Close either way.
-const tagResource = unix.RLIMIT_RTTIME
+const tagResource = rlimitRTTIME // unix.RLIMIT_RTTIME (os_linux.go)
 
 // tagBase is the first tag: far above any real-time budget a program would
 // set for itself (2^40 µs, 12.7 days), so that a tag is never mistaken for
@@ -55,7 +55,7 @@ type tagger struct {
 
 func newTagger() tagger {
 	var lim unix.Rlimit
-	if err := unix.Prlimit(0, tagResource, nil, &lim); err != nil || lim.Max < tagBase+1<<32 {
+	if err := prlimit(0, tagResource, nil, &lim); err != nil || lim.Max < tagBase+1<<32 {
 		return tagger{off: true}
 	}
 	return tagger{hard: lim.Max, next: tagBase}
@@ -68,7 +68,7 @@ func (t *tagger) arm() uint64 {
 		return 0
 	}
 	t.next++
-	if err := unix.Prlimit(0, tagResource, &unix.Rlimit{Cur: t.next, Max: t.hard}, nil); err != nil {
+	if err := prlimit(0, tagResource, &unix.Rlimit{Cur: t.next, Max: t.hard}, nil); err != nil {
 		return 0
 	}
 	return t.next
@@ -93,7 +93,7 @@ func tagged(tag uint64) []int {
 			continue
 		}
 		var lim unix.Rlimit
-		if unix.Prlimit(pid, tagResource, nil, &lim) == nil && lim.Cur == tag {
+		if prlimit(pid, tagResource, nil, &lim) == nil && lim.Cur == tag {
 			out = append(out, pid)
 		}
 	}

@@ -3,16 +3,14 @@ package main
 import (
 	"bytes"
 	"encoding/binary"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
-	"unsafe"
 
+	"github.com/creack/pty"
 	"github.com/sandboxkit/sandboxkit/adapters/openaitools/openaitest"
 	"github.com/sandboxkit/sandboxkit/sandbox/sandboxtest"
 )
@@ -276,7 +274,9 @@ func TestInterruptStopsTheRunningTool(t *testing.T) {
 		// reaches it and not the test binary's default action.
 		for range 3000 {
 			if _, err := os.Stat(filepath.Join(ws, "started")); err == nil {
-				syscall.Kill(os.Getpid(), syscall.SIGINT)
+				if p, err := os.FindProcess(os.Getpid()); err == nil {
+					_ = p.Signal(os.Interrupt)
+				}
 				return
 			}
 			time.Sleep(10 * time.Millisecond)
@@ -388,22 +388,10 @@ func TestColourOnlyOnATerminal(t *testing.T) {
 // openPTY returns the terminal side of a new pseudo-terminal.
 func openPTY(t *testing.T) *os.File {
 	t.Helper()
-	ptmx, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
+	ptmx, tty, err := pty.Open()
 	if err != nil {
 		t.Skipf("no pseudo-terminals here: %v", err)
 	}
-	t.Cleanup(func() { ptmx.Close() })
-	var unlock, n int32
-	if _, _, e := syscall.Syscall(syscall.SYS_IOCTL, ptmx.Fd(), syscall.TIOCSPTLCK, uintptr(unsafe.Pointer(&unlock))); e != 0 {
-		t.Fatalf("unlocking the pty: %v", e)
-	}
-	if _, _, e := syscall.Syscall(syscall.SYS_IOCTL, ptmx.Fd(), syscall.TIOCGPTN, uintptr(unsafe.Pointer(&n))); e != 0 {
-		t.Fatalf("reading the pty number: %v", e)
-	}
-	tty, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|syscall.O_NOCTTY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { tty.Close() })
+	t.Cleanup(func() { ptmx.Close(); tty.Close() })
 	return tty
 }

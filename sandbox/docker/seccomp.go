@@ -1,12 +1,9 @@
 package docker
 
 import (
-	"encoding/json"
-	"slices"
+	_ "embed"
+	"errors"
 	"strings"
-	"sync"
-
-	"github.com/moby/profiles/seccomp"
 )
 
 // deniedSyscalls are removed from Docker's default seccomp allowlist for
@@ -30,15 +27,22 @@ var deniedSyscalls = []string{
 // engine's own default, also makes the policy independent of the engine's
 // version. Anything not allowed fails with EPERM (clone3 with ENOSYS, so
 // that libc falls back to clone, whose flags the profile can check).
-var seccompProfile = sync.OnceValues(func() (string, error) {
-	p := seccomp.DefaultProfile()
-	for _, sc := range p.Syscalls {
-		sc.Names = slices.DeleteFunc(sc.Names, func(n string) bool { return slices.Contains(deniedSyscalls, n) })
+//
+// The profile is generated into seccomp_profile.json rather than computed
+// at run time because moby/profiles builds its default only on Linux, and
+// the Docker backend also runs from macOS and Windows hosts, whose engines
+// run Linux containers all the same. TestSeccompProfileFileIsCurrent
+// (Linux) regenerates it and fails when the file is stale; run it with
+// -update-seccomp to rewrite the file.
+func seccompProfile() (string, error) {
+	if len(seccompProfileJSON) == 0 {
+		return "", errors.New("docker: the embedded seccomp profile is empty; regenerate seccomp_profile.json")
 	}
-	p.Syscalls = slices.DeleteFunc(p.Syscalls, func(sc *seccomp.Syscall) bool { return len(sc.Names) == 0 && sc.Name == "" })
-	b, err := json.Marshal(p)
-	return string(b), err
-})
+	return seccompProfileJSON, nil
+}
+
+//go:embed seccomp_profile.json
+var seccompProfileJSON string
 
 // seccompMechanism describes the profile for Info().
 func seccompMechanism() string {

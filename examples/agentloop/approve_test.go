@@ -66,7 +66,9 @@ func TestApprovalPromptOnTheTerminal(t *testing.T) {
 	}
 	defer tty.Close()
 	var out ptyOutput
+	readerDone := make(chan struct{})
 	go func() {
+		defer close(readerDone)
 		b := make([]byte, 4096)
 		for {
 			n, err := tty.Read(b)
@@ -94,6 +96,13 @@ func TestApprovalPromptOnTheTerminal(t *testing.T) {
 		}
 	case <-time.After(2 * time.Minute):
 		t.Fatalf("the example did not finish:\n%s", out.String())
+	}
+	// The program has exited, but its last lines may still be in the
+	// terminal's buffer: read until the terminal ends (EIO once every
+	// holder of its other side is gone). CI saw the final answer missing.
+	select {
+	case <-readerDone:
+	case <-time.After(10 * time.Second):
 	}
 	text := out.String()
 	t.Logf("terminal:\n%s", text)

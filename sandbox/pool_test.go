@@ -226,23 +226,7 @@ func TestPooledSandboxesPassTheContract(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { pool.Close() })
-	sandboxtest.RunContract(t, func(t *testing.T, opts ...sandbox.Option) *sandbox.Sandbox {
-		t.Helper()
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if len(opts) > 0 {
-			sb, err := sandbox.New(ctx, append(poolOptions(), opts...)...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return sb
-		}
-		sb, err := pool.Get(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return sb
-	})
+	sandboxtest.RunContract(t, pooledFactory(pool))
 }
 
 func eventuallyTrue(t *testing.T, what string, cond func() bool) {
@@ -267,7 +251,14 @@ func TestPooledSandboxesPassTheEscapeSuite(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { pool.Close() })
-	sandboxtest.RunEscape(t, func(t *testing.T, opts ...sandbox.Option) *sandbox.Sandbox {
+	sandboxtest.RunEscape(t, pooledFactory(pool))
+}
+
+// pooledFactory hands out the pool's sandboxes; a test that needs options
+// of its own (limits, a workspace) gets a cold sandbox with them, since a
+// pool has one configuration.
+func pooledFactory(pool *sandbox.Pool) sandboxtest.Factory {
+	return func(t *testing.T, opts ...sandbox.Option) *sandbox.Sandbox {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
@@ -283,5 +274,5 @@ func TestPooledSandboxesPassTheEscapeSuite(t *testing.T) {
 			t.Fatal(err)
 		}
 		return sb
-	})
+	}
 }

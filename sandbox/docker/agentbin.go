@@ -7,12 +7,9 @@ import (
 	"crypto/sha256"
 	"debug/elf"
 	"encoding/hex"
-	"errors"
 	"fmt"
+	"github.com/sandboxkit/sandboxkit/internal/agentbuild"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"runtime"
 	"sync"
 	"time"
 
@@ -24,7 +21,7 @@ const agentEnv = "SANDBOXKIT_AGENT"
 
 // agentPkg is the standalone agent's import path, built when no binary is
 // at hand.
-const agentPkg = "github.com/sandboxkit/sandboxkit/cmd/sandboxkit-agent"
+const agentPkg = agentbuild.Pkg
 
 // agentBin is an agent ready to be copied into a container.
 type agentBin struct {
@@ -37,21 +34,14 @@ type agentBin struct {
 
 // agentCache keeps the tar of each binary used, keyed by path, size and
 // modification time, so that a sandbox start costs one CopyToContainer and
-// no file read, and builds happen once per process and architecture.
+// no file read.
 // There is one per process (agents), shared by every Driver.
 type agentCache struct {
-	mu     sync.Mutex
-	tars   map[string]*agentBin
-	builds map[string]*buildResult
+	mu   sync.Mutex
+	tars map[string]*agentBin
 }
 
 var agents agentCache
-
-type buildResult struct {
-	once sync.Once
-	path string
-	err  error
-}
 
 // elfMachines maps GOARCH to the ELF machine of its binaries.
 var elfMachines = map[string]elf.Machine{
@@ -161,66 +151,8 @@ func agentFromFile(path string, args []string, source string) (*agentBin, error)
 	return a, nil
 }
 
-// buildAgent builds the standalone agent for linux/goarch once per process,
-// into the user cache directory. It builds from this package's own source
-// tree when that is on disk (a checkout or the module cache), else from the
-// current module, which must then require sandboxkit.
+// buildAgent builds the standalone agent for linux/goarch once per process
+// (internal/agentbuild, shared with the Kubernetes backend).
 func buildAgent(ctx context.Context, goarch string) (string, error) {
-	agents.mu.Lock()
-	if agents.builds == nil {
-		agents.builds = map[string]*buildResult{}
-	}
-	b := agents.builds[goarch]
-	if b == nil {
-		b = &buildResult{}
-		agents.builds[goarch] = b
-	}
-	agents.mu.Unlock()
-	b.once.Do(func() {
-		// The build is shared by every later Start, so one caller's
-		// cancellation must not poison it.
-		bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), driver.DefaultStartTimeout)
-		defer cancel()
-		b.path, b.err = goBuildAgent(bctx, goarch)
-	})
-	return b.path, b.err
-}
-
-func goBuildAgent(ctx context.Context, goarch string) (string, error) {
-	gobin, err := exec.LookPath("go")
-	if err != nil {
-		return "", errors.New("no go toolchain on PATH")
-	}
-	cache, err := os.UserCacheDir()
-	if err != nil {
-		cache = os.TempDir()
-	}
-	dir := filepath.Join(cache, "sandboxkit", "agent")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", err
-	}
-	out := filepath.Join(dir, "sandboxkit-agent-linux-"+goarch)
-	// Build to a temporary name and rename, so a concurrent process never
-	// copies a half-written binary.
-	tmp, err := os.CreateTemp(dir, ".build-*")
-	if err != nil {
-		return "", err
-	}
-	tmp.Close()
-	defer os.Remove(tmp.Name())
-	cmd := exec.CommandContext(ctx, gobin, "build", "-trimpath", "-o", tmp.Name(), agentPkg)
-	if _, file, _, ok := runtime.Caller(0); ok {
-		root := filepath.Join(filepath.Dir(file), "..", "..")
-		if _, err := os.Stat(filepath.Join(root, "cmd", "sandboxkit-agent")); err == nil {
-			cmd.Dir = root
-		}
-	}
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+goarch)
-	if outb, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build %s: %v: %s", agentPkg, err, bytes.TrimSpace(outb))
-	}
-	if err := os.Rename(tmp.Name(), out); err != nil {
-		return "", err
-	}
-	return out, nil
+	return agentbuild.Build(ctx, goarch, driver.DefaultStartTimeout)
 }

@@ -1,16 +1,13 @@
 package kubernetes
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"debug/elf"
 	"encoding/hex"
-	"errors"
 	"fmt"
+	"github.com/sandboxkit/sandboxkit/internal/agentbuild"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"runtime"
 	"sync"
 
@@ -22,7 +19,7 @@ const agentEnv = "SANDBOXKIT_AGENT"
 
 // agentPkg is the standalone agent's import path, built when no binary is
 // at hand.
-const agentPkg = "github.com/sandboxkit/sandboxkit/cmd/sandboxkit-agent"
+const agentPkg = agentbuild.Pkg
 
 // agentBin is an agent binary ready to be streamed into a pod.
 type agentBin struct {
@@ -33,17 +30,10 @@ type agentBin struct {
 }
 
 // agentCache keeps each binary read, keyed by path, size and modification
-// time, and builds once per process and architecture.
+// time.
 var agentCache struct {
-	mu    sync.Mutex
-	bins  map[string]*agentBin
-	build map[string]*buildResult
-}
-
-type buildResult struct {
-	once sync.Once
-	path string
-	err  error
+	mu   sync.Mutex
+	bins map[string]*agentBin
 }
 
 // elfArch maps an ELF machine to the GOARCH (and kubernetes.io/arch label)
@@ -130,64 +120,9 @@ func readAgent(path, source string) (*agentBin, error) {
 	return a, nil
 }
 
-// buildAgent builds the standalone agent for linux/goarch once per process.
-// It builds from this package's own source tree when that is on disk (a
-// checkout or the module cache), else from the current module.
+// buildAgent builds the standalone agent for linux/goarch once per process
+// (internal/agentbuild, shared with the Docker backend). A cold build of the
+// agent can take longer than a pod start, hence the longer bound.
 func buildAgent(ctx context.Context, goarch string) (string, error) {
-	agentCache.mu.Lock()
-	if agentCache.build == nil {
-		agentCache.build = map[string]*buildResult{}
-	}
-	b := agentCache.build[goarch]
-	if b == nil {
-		b = &buildResult{}
-		agentCache.build[goarch] = b
-	}
-	agentCache.mu.Unlock()
-	b.once.Do(func() {
-		// Shared by every later Start: one caller's cancellation must not
-		// poison it.
-		bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*driver.DefaultStartTimeout)
-		defer cancel()
-		b.path, b.err = goBuildAgent(bctx, goarch)
-	})
-	return b.path, b.err
-}
-
-func goBuildAgent(ctx context.Context, goarch string) (string, error) {
-	gobin, err := exec.LookPath("go")
-	if err != nil {
-		return "", errors.New("no go toolchain on PATH")
-	}
-	cache, err := os.UserCacheDir()
-	if err != nil {
-		cache = os.TempDir()
-	}
-	dir := filepath.Join(cache, "sandboxkit", "agent")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", err
-	}
-	out := filepath.Join(dir, "sandboxkit-agent-k8s-linux-"+goarch)
-	tmp, err := os.CreateTemp(dir, ".build-*")
-	if err != nil {
-		return "", err
-	}
-	tmp.Close()
-	defer os.Remove(tmp.Name())
-	cmd := exec.CommandContext(ctx, gobin, "build", "-trimpath", "-o", tmp.Name(), agentPkg)
-	if _, file, _, ok := runtime.Caller(0); ok {
-		root := filepath.Join(filepath.Dir(file), "..", "..")
-		if _, err := os.Stat(filepath.Join(root, "cmd", "sandboxkit-agent")); err == nil {
-			cmd.Dir = root
-		}
-	}
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+goarch)
-	if outb, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build %s: %v: %s", agentPkg, err, bytes.TrimSpace(outb))
-	}
-	// Rename: a concurrent process never reads a half-written binary.
-	if err := os.Rename(tmp.Name(), out); err != nil {
-		return "", err
-	}
-	return out, nil
+	return agentbuild.Build(ctx, goarch, 10*driver.DefaultStartTimeout)
 }

@@ -42,6 +42,7 @@ type Policy struct {
 
 // Call is one recorded call.
 type Call struct {
+	// Kind says what the call was (command, job, python, shell, file).
 	Kind Kind
 	// Op is the agent operation ("exec", "fs.write", "job.kill", ...) or,
 	// for Python and shells, "python.run", "shell.run", "shell.input".
@@ -62,7 +63,8 @@ type Call struct {
 	Err string
 	// Policy is what was in force.
 	Policy Policy
-	Time   time.Time
+	// Time is when the call reached the fake.
+	Time time.Time
 }
 
 // recorder keeps every call.

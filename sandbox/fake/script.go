@@ -50,6 +50,7 @@ func Func(desc string, f func(text string) bool) Matcher { return fn{desc, f} }
 
 // Reply is the scripted outcome of a command or background job.
 type Reply struct {
+	// Stdout and Stderr are what the command prints.
 	Stdout string
 	Stderr string
 	// ExitCode is the command's exit status (a non-zero status is data in
@@ -82,6 +83,7 @@ type Exec struct {
 
 // PythonReply is the scripted outcome of a Python cell.
 type PythonReply struct {
+	// Stdout and Stderr are what the cell prints.
 	Stdout string
 	Stderr string
 	// Result is the text/plain form of the cell's value ("" for none).
@@ -101,14 +103,17 @@ type PythonReply struct {
 
 // PythonError is an exception raised by a scripted cell.
 type PythonError struct {
-	Name      string // e.g. "ZeroDivisionError"
-	Value     string // e.g. "division by zero"
+	Name  string // e.g. "ZeroDivisionError"
+	Value string // e.g. "division by zero"
+	// Traceback is the traceback as Python prints it, one line per element.
 	Traceback []string
 }
 
 // ShellReply is the scripted outcome of a command in a bash session.
 type ShellReply struct {
-	Output   string
+	// Output is what the command prints to the terminal.
+	Output string
+	// ExitCode is the command's exit status ($? afterwards).
 	ExitCode int
 	// Cwd is the session's working directory after the command; empty
 	// keeps the current one. Relative paths are taken from the workspace.

@@ -24,7 +24,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -227,7 +226,7 @@ func expectNoSurvivors(t *testing.T, marker, when string) {
 		if time.Now().After(deadline) {
 			for _, p := range ps {
 				t.Errorf("process %d (%s) survived %s", p.pid, p.cmdline, when)
-				_ = syscall.Kill(p.pid, syscall.SIGKILL)
+				_ = killPID(p.pid)
 			}
 			return
 		}

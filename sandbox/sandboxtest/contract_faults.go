@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -161,7 +160,7 @@ func testKilledCopyIn(t *testing.T, newSandbox Factory) {
 		done := make(chan error, 1)
 		go func() { done <- b.sb.Files.CopyIn(context.Background(), "", src) }()
 		eventually(t, "CopyIn streams", 30*time.Second, func() bool { return src.sent.Load() >= at })
-		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		if err := killPID(pid); err != nil {
 			t.Fatalf("killing the agent: %v", err)
 		}
 		select {
@@ -259,7 +258,7 @@ func testPythonAfterDeath(t *testing.T, newSandbox Factory) {
 		running <- err
 	}()
 	time.Sleep(500 * time.Millisecond)
-	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+	if err := killPID(pid); err != nil {
 		t.Fatal(err)
 	}
 	select {

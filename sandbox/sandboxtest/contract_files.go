@@ -33,6 +33,7 @@ var fileTests = []contractTest{
 	{name: "GlobFindsByName", run: testFileGlob},
 	{name: "CopyInCopyOutRoundTrip", run: testFileCopyRoundTrip},
 	{name: "AbsolutePathUnderWorkspace", run: testFileAbsolute},
+	{name: "NamesAreCaseSensitive", run: testFileNamesAreCaseSensitive}, // platform.go
 	// contract_search.go
 	{name: "SearchIsLinearOnHostilePatterns", run: testSearchHostilePatterns},
 	{name: "SearchMatchesWithinOneLine", run: testSearchWithinOneLine},
@@ -168,6 +169,7 @@ func testFileAtomic(t *testing.T, newSandbox Factory) {
 
 func testFileWriteMode(t *testing.T, newSandbox Factory) {
 	b := open(t, newSandbox)
+	b.reliesOn(diffPermissions)
 	if err := b.sb.Files.Write(b.ctx(), "a/b/c/run.sh", []byte("#!/bin/sh\necho ran\n"), 0o700); err != nil {
 		t.Fatal(err)
 	}
@@ -241,6 +243,7 @@ func paths(es []sandbox.Entry) []string {
 
 func testFileList(t *testing.T, newSandbox Factory) {
 	b := open(t, newSandbox)
+	b.reliesOn(diffSymlinks)
 	b.write("a/b/c/deep.txt", "deep")
 	b.write("a/top.txt", "12345")
 	b.write(".hidden/x", "h")
@@ -294,6 +297,7 @@ func testFileList(t *testing.T, newSandbox Factory) {
 
 func testFileStatMkdirChmod(t *testing.T, newSandbox Factory) {
 	b := open(t, newSandbox)
+	b.reliesOn(diffPermissions)
 	if err := b.sb.Files.Mkdir(b.ctx(), "x/y/z"); err != nil {
 		t.Fatal(err)
 	}
@@ -400,6 +404,7 @@ func linkBack(b *box, name, target string) {
 // own copy forever; it must be refused at once, before anything is made.
 func testFileCopyIntoItself(t *testing.T, newSandbox Factory) {
 	b := open(t, newSandbox)
+	b.reliesOn(diffSymlinks)
 	b.write("top.txt", "T")
 	b.write("src/a.txt", "A")
 	linkBack(b, "loop", "src")
@@ -432,6 +437,7 @@ func testFileCopyIntoItself(t *testing.T, newSandbox Factory) {
 // directory onto itself must not delete it.
 func testFileMoveIntoItself(t *testing.T, newSandbox Factory) {
 	b := open(t, newSandbox)
+	b.reliesOn(diffSymlinks)
 	b.write("src/a.txt", "A")
 	linkBack(b, "loop", "src")
 	linkBack(b, "here", ".")
@@ -465,6 +471,7 @@ func testFileMoveIntoItself(t *testing.T, newSandbox Factory) {
 // rename; it must be refused before anything is removed.
 func testFileMoveOntoAncestor(t *testing.T, newSandbox Factory) {
 	b := open(t, newSandbox)
+	b.reliesOn(diffSymlinks)
 	b.write("a/b/keep.txt", "precious")
 	b.write("a/note.txt", "note")
 	linkBack(b, "alink", "a")
@@ -633,6 +640,7 @@ func readTar(t *testing.T, r io.Reader) map[string]tarFile {
 
 func testFileCopyRoundTrip(t *testing.T, newSandbox Factory) {
 	b := open(t, newSandbox)
+	b.reliesOn(diffSymlinks, diffPermissions)
 	big := strings.Repeat("0123456789abcdef", 200<<10) // 3.2 MB: past the flow-control window
 	in := []tarFile{
 		{name: "proj/", mode: 0o755, typ: tar.TypeDir},

@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -583,7 +582,7 @@ func testAgentDeath(t *testing.T, newSandbox Factory) {
 	}()
 	started.Wait()
 	waitMarked(t, b.marker, 2)
-	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+	if err := killPID(pid); err != nil {
 		t.Fatalf("killing the agent (pid %d): %v", pid, err)
 	}
 	for range 2 {

@@ -22,6 +22,7 @@ import (
 // truncate and rewrite the file in place: 68 torn sizes in 3,250 reads.)
 func testWriteThroughLinkAtomic(t *testing.T, newSandbox Factory) {
 	b := open(t, newSandbox)
+	b.reliesOn(diffSymlinks)
 	versions := []string{strings.Repeat("A", 200<<10), strings.Repeat("B", 300<<10)}
 	b.write("real.txt", versions[0])
 	b.write("other.txt", versions[1])

@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -251,7 +250,7 @@ func RunSoak(t *testing.T, newSandbox Factory, o SoakOptions) {
 	for _, w := range workers {
 		if pid := w.agentPID; pid > 0 {
 			eventually(t, fmt.Sprintf("sandbox %s's agent (pid %d) gone after Close", w.id, pid), 5*time.Second, func() bool {
-				return syscall.Kill(pid, 0) != nil
+				return gone(pid)
 			})
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sandboxkit/sandboxkit/sandbox/agent"
+	"github.com/sandboxkit/sandboxkit/sandbox/agent/wire"
 )
 
 // Command is one program to run in the sandbox, like exec.Cmd: a plain
@@ -125,7 +126,7 @@ type OutputFileInfo struct {
 	OutputFileError string
 }
 
-func outputFileInfo(r agent.OutputFileReport) OutputFileInfo {
+func outputFileInfo(r wire.OutputFileReport) OutputFileInfo {
 	return OutputFileInfo{OutputFile: r.OutputFile, OutputFileBytes: r.OutputFileBytes,
 		OutputFileCut: r.OutputFileCut, OutputFileError: r.OutputFileError}
 }
@@ -207,9 +208,9 @@ func (c *Commands) run(ctx context.Context, cmd Command) (*Result, error) {
 	}
 	var mu sync.Mutex
 	var stdout, stderr strings.Builder
-	h := agent.Handlers{OnData: func(t agent.FrameType, b []byte) {
+	h := agent.Handlers{OnData: func(t wire.FrameType, b []byte) {
 		mu.Lock()
-		if t == agent.FrameStdout {
+		if t == wire.FrameStdout {
 			stdout.Write(b)
 		} else {
 			stderr.Write(b)
@@ -217,13 +218,13 @@ func (c *Commands) run(ctx context.Context, cmd Command) (*Result, error) {
 		mu.Unlock()
 		if cmd.OnOutput != nil {
 			s := Stdout
-			if t == agent.FrameStderr {
+			if t == wire.FrameStderr {
 				s = Stderr
 			}
 			cmd.OnOutput(Chunk{Stream: s, Data: append([]byte(nil), b...)})
 		}
 	}}
-	call, err := sb.client.Start("exec", agent.ExecRequest{
+	call, err := sb.client.Start("exec", wire.ExecRequest{
 		Args: args, Dir: cmd.Dir, Env: envList(cmd.Env), Stdin: cmd.Stdin != nil,
 		TimeoutMs: timeout.Milliseconds(), MaxOutput: sb.cfg.limits.MaxOutputBytes,
 		OutputFile: cmd.OutputFile, OutputFileLimit: cmd.OutputFileLimit,
@@ -241,9 +242,9 @@ func (c *Commands) run(ctx context.Context, cmd Command) (*Result, error) {
 	if err != nil {
 		return nil, wrapErr(op, err)
 	}
-	var rep agent.ExecReply
+	var rep wire.ExecReply
 	if err := json.Unmarshal(raw, &rep); err != nil {
-		return nil, wrapErr(op, fmt.Errorf("%w: %v", agent.ErrProtocol, err))
+		return nil, wrapErr(op, fmt.Errorf("%w: %v", wire.ErrProtocol, err))
 	}
 	mu.Lock()
 	out, errOut := stdout.String(), stderr.String()
@@ -263,7 +264,7 @@ func (c *Commands) run(ctx context.Context, cmd Command) (*Result, error) {
 }
 
 // killedNote says what a timeout's kill did, and no more.
-func killedNote(rep agent.ExecReply) string {
+func killedNote(rep wire.ExecReply) string {
 	s := "was killed"
 	switch rep.Killed {
 	case 0:
@@ -344,7 +345,7 @@ type JobOutput struct {
 	Status JobStatus
 }
 
-func jobStatus(s agent.JobStatus) JobStatus {
+func jobStatus(s wire.JobStatus) JobStatus {
 	st := JobStatus{ID: s.ID, Args: s.Args, PID: s.PID, Running: s.Running, ExitCode: s.ExitCode, Signal: s.Signal,
 		Started: time.Unix(0, s.StartedNs), Written: s.Written, LeftRunning: s.LeftRunning,
 		OutputFileInfo: outputFileInfo(s.OutputFileReport)}
@@ -384,8 +385,8 @@ func (c *Commands) start(ctx context.Context, cmd Command) (*Job, error) {
 			return nil, err
 		}
 	}
-	var rep agent.ExecReply
-	err = sb.client.Do(ctx, "exec", agent.ExecRequest{
+	var rep wire.ExecReply
+	err = sb.client.Do(ctx, "exec", wire.ExecRequest{
 		Args: args, Dir: cmd.Dir, Env: envList(cmd.Env), Stdin: cmd.Stdin != nil || cmd.OpenStdin,
 		TimeoutMs: timeout.Milliseconds(), Job: true, RingBytes: jobRingBytes,
 		OutputFile: cmd.OutputFile, OutputFileLimit: cmd.OutputFileLimit,
@@ -426,7 +427,7 @@ func (c *Commands) Jobs(ctx context.Context) ([]JobStatus, error) {
 	if err := c.sb.check(op); err != nil {
 		return nil, err
 	}
-	var list []agent.JobStatus
+	var list []wire.JobStatus
 	if err := c.sb.client.Do(ctx, "job.list", nil, &list); err != nil {
 		return nil, wrapErr(op, err)
 	}
@@ -447,8 +448,8 @@ func (j *Job) Output(ctx context.Context, since int64) (*JobOutput, error) {
 	if since < 0 {
 		return nil, newError(CodeInvalidArgument, op, "cursor %d is negative", since)
 	}
-	var out agent.JobOutput
-	if err := j.sb.client.Do(ctx, "job.output", agent.JobOutputRequest{ID: j.ID, Since: since}, &out); err != nil {
+	var out wire.JobOutput
+	if err := j.sb.client.Do(ctx, "job.output", wire.JobOutputRequest{ID: j.ID, Since: since}, &out); err != nil {
 		return nil, wrapErr(op, err)
 	}
 	return &JobOutput{Data: string(out.Data), Next: out.Next, Dropped: out.Dropped, Status: jobStatus(out.Status)}, nil
@@ -460,8 +461,8 @@ func (j *Job) Status(ctx context.Context) (JobStatus, error) {
 	if err := j.sb.check(op); err != nil {
 		return JobStatus{}, err
 	}
-	var st agent.JobStatus
-	if err := j.sb.client.Do(ctx, "job.status", agent.JobRef{ID: j.ID}, &st); err != nil {
+	var st wire.JobStatus
+	if err := j.sb.client.Do(ctx, "job.status", wire.JobRef{ID: j.ID}, &st); err != nil {
 		return JobStatus{}, wrapErr(op, err)
 	}
 	return jobStatus(st), nil
@@ -473,8 +474,8 @@ func (j *Job) Wait(ctx context.Context) (JobStatus, error) {
 	if err := j.sb.check(op); err != nil {
 		return JobStatus{}, err
 	}
-	var st agent.JobStatus
-	if err := j.sb.client.Do(ctx, "job.wait", agent.JobRef{ID: j.ID}, &st); err != nil {
+	var st wire.JobStatus
+	if err := j.sb.client.Do(ctx, "job.wait", wire.JobRef{ID: j.ID}, &st); err != nil {
 		return JobStatus{}, wrapErr(op, err)
 	}
 	return jobStatus(st), nil
@@ -490,7 +491,7 @@ func (j *Job) Signal(ctx context.Context, sig syscall.Signal) error {
 	start := time.Now()
 	err := j.sb.check(op)
 	if err == nil {
-		err = wrapErr(op, j.sb.client.Do(ctx, "job.kill", agent.JobSignalRequest{ID: j.ID, Signal: int(sig)}, nil))
+		err = wrapErr(op, j.sb.client.Do(ctx, "job.kill", wire.JobSignalRequest{ID: j.ID, Signal: int(sig)}, nil))
 	}
 	j.sb.auditEvent(ctx, op, j.ID+" "+sig.String(), start, err)
 	return err
@@ -505,7 +506,7 @@ func (j *Job) Write(ctx context.Context, p []byte) error {
 	}
 	for len(p) > 0 {
 		n := min(len(p), 1<<20)
-		if err := j.sb.client.Do(ctx, "job.stdin", agent.JobStdinRequest{ID: j.ID, Data: p[:n]}, nil); err != nil {
+		if err := j.sb.client.Do(ctx, "job.stdin", wire.JobStdinRequest{ID: j.ID, Data: p[:n]}, nil); err != nil {
 			return wrapErr(op, err)
 		}
 		p = p[n:]
@@ -519,5 +520,5 @@ func (j *Job) CloseStdin(ctx context.Context) error {
 	if err := j.sb.check(op); err != nil {
 		return err
 	}
-	return wrapErr(op, j.sb.client.Do(ctx, "job.stdin", agent.JobStdinRequest{ID: j.ID, Close: true}, nil))
+	return wrapErr(op, j.sb.client.Do(ctx, "job.stdin", wire.JobStdinRequest{ID: j.ID, Close: true}, nil))
 }

@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/sandboxkit/sandboxkit/sandbox/agent"
+	"github.com/sandboxkit/sandboxkit/sandbox/agent/wire"
 	"github.com/sandboxkit/sandboxkit/sandbox/driver"
 )
 
@@ -277,8 +277,8 @@ func compilePolicy(p EgressPolicy) (*compiledPolicy, error) {
 	if cp.maxConns <= 0 {
 		cp.maxConns = DefaultEgressConns
 	}
-	if cp.maxConns > agent.MaxProxyConns {
-		return nil, fmt.Errorf("EgressPolicy.MaxConns is %d, over the most the agent carries at once (%d)", cp.maxConns, agent.MaxProxyConns)
+	if cp.maxConns > wire.MaxProxyConns {
+		return nil, fmt.Errorf("EgressPolicy.MaxConns is %d, over the most the agent carries at once (%d)", cp.maxConns, wire.MaxProxyConns)
 	}
 	if cp.maxBytes <= 0 {
 		cp.maxBytes = DefaultEgressBytes

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/sandboxkit/sandboxkit/sandbox/agent"
+	"github.com/sandboxkit/sandboxkit/sandbox/agent/wire"
 	"github.com/sandboxkit/sandboxkit/sandbox/driver"
 )
 
@@ -190,7 +191,7 @@ func wrapErr(op string, err error) error {
 		}
 		return err
 	}
-	var we *agent.WireError
+	var we *wire.WireError
 	if errors.As(err, &we) {
 		return &Error{Code: Code("SBX_" + we.Code), Op: op, Message: we.Message}
 	}
@@ -207,7 +208,7 @@ func wrapErr(op string, err error) error {
 		return &Error{Code: CodeTimeout, Op: op, Message: "the caller's context deadline passed", Err: err}
 	case errors.Is(err, context.Canceled):
 		return &Error{Code: CodeCanceled, Op: op, Message: "cancelled by the caller", Err: err}
-	case errors.Is(err, agent.ErrProtocol):
+	case errors.Is(err, wire.ErrProtocol):
 		return &Error{Code: CodeDead, Op: op, Message: "the sandbox's agent sent a malformed message; the sandbox is no longer trusted", Err: err}
 	}
 	return &Error{Code: CodeInternal, Op: op, Message: err.Error(), Err: err}

@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sandboxkit/sandboxkit/sandbox/agent"
+	"github.com/sandboxkit/sandboxkit/sandbox/agent/wire"
 )
 
 // Files reads, writes and searches the sandbox's workspace. Paths are
@@ -76,7 +77,7 @@ type Entry struct {
 	Target  string      // a symlink's target
 }
 
-func entry(e agent.Entry) Entry {
+func entry(e wire.Entry) Entry {
 	return Entry{Path: e.Path, Type: e.Type, Size: e.Size, Mode: fs.FileMode(e.Mode), ModTime: time.Unix(0, e.ModTime), Target: e.Target}
 }
 
@@ -169,8 +170,8 @@ func (f *Files) Read(ctx context.Context, path string, opt ReadOptions) (*FileCo
 	if opt.MaxBytes == 0 {
 		opt.MaxBytes = DefaultReadMaxBytes
 	}
-	var rep agent.FSReadReply
-	if err := f.do(ctx, "Files.Read", "fs.read", path, agent.FSReadRequest{Path: path, Offset: opt.Offset, Limit: opt.Limit, MaxBytes: opt.MaxBytes}, &rep); err != nil {
+	var rep wire.FSReadReply
+	if err := f.do(ctx, "Files.Read", "fs.read", path, wire.FSReadRequest{Path: path, Offset: opt.Offset, Limit: opt.Limit, MaxBytes: opt.MaxBytes}, &rep); err != nil {
 		return nil, err
 	}
 	return &FileContent{Data: rep.Data, Size: rep.Size, Binary: rep.Binary, Lines: rep.Lines, More: rep.More, Truncated: rep.Truncated,
@@ -215,7 +216,7 @@ func (f *Files) write(ctx context.Context, op, path string, data []byte, mode fs
 	if mode&^fs.ModePerm != 0 {
 		return newError(CodeInvalidArgument, op, "mode %v has bits other than permissions", mode)
 	}
-	return f.do(ctx, op, "fs.write", fmt.Sprintf("%s (%d bytes)", path, len(data)), agent.FSWriteRequest{Path: path, Data: data, Mode: uint32(mode), Append: app}, nil)
+	return f.do(ctx, op, "fs.write", fmt.Sprintf("%s (%d bytes)", path, len(data)), wire.FSWriteRequest{Path: path, Data: data, Mode: uint32(mode), Append: app}, nil)
 }
 
 // EditOptions tunes Files.Edit.
@@ -230,8 +231,8 @@ type EditOptions struct {
 // and opt.ReplaceAll is false. It returns the number of replacements. The
 // file is replaced atomically, as by Write.
 func (f *Files) Edit(ctx context.Context, path, old, new string, opt EditOptions) (int, error) {
-	var rep agent.FSEditReply
-	err := f.do(ctx, "Files.Edit", "fs.edit", path, agent.FSEditRequest{Path: path, Old: old, New: new, ReplaceAll: opt.ReplaceAll}, &rep)
+	var rep wire.FSEditReply
+	err := f.do(ctx, "Files.Edit", "fs.edit", path, wire.FSEditRequest{Path: path, Old: old, New: new, ReplaceAll: opt.ReplaceAll}, &rep)
 	return rep.Replacements, err
 }
 
@@ -240,8 +241,8 @@ func (f *Files) List(ctx context.Context, path string, opt ListOptions) (*Listin
 	if opt.Max <= 0 {
 		opt.Max = DefaultListMax
 	}
-	var rep agent.FSListReply
-	if err := f.do(ctx, "Files.List", "fs.list", path, agent.FSListRequest{Path: path, Depth: opt.Depth, Hidden: opt.Hidden, Max: opt.Max}, &rep); err != nil {
+	var rep wire.FSListReply
+	if err := f.do(ctx, "Files.List", "fs.list", path, wire.FSListRequest{Path: path, Depth: opt.Depth, Hidden: opt.Hidden, Max: opt.Max}, &rep); err != nil {
 		return nil, err
 	}
 	l := &Listing{Truncated: rep.Truncated, Entries: make([]Entry, len(rep.Entries))}
@@ -253,14 +254,14 @@ func (f *Files) List(ctx context.Context, path string, opt ListOptions) (*Listin
 
 // Stat describes one path (a symlink itself, not its target).
 func (f *Files) Stat(ctx context.Context, path string) (Entry, error) {
-	var rep agent.Entry
-	err := f.do(ctx, "Files.Stat", "fs.stat", path, agent.FSPathRequest{Path: path}, &rep)
+	var rep wire.Entry
+	err := f.do(ctx, "Files.Stat", "fs.stat", path, wire.FSPathRequest{Path: path}, &rep)
 	return entry(rep), err
 }
 
 // Mkdir creates a directory and its parents.
 func (f *Files) Mkdir(ctx context.Context, path string) error {
-	return f.do(ctx, "Files.Mkdir", "fs.mkdir", path, agent.FSPathRequest{Path: path}, nil)
+	return f.do(ctx, "Files.Mkdir", "fs.mkdir", path, wire.FSPathRequest{Path: path}, nil)
 }
 
 // MoveOptions tunes Files.Move.
@@ -273,7 +274,7 @@ type MoveOptions struct {
 // Move renames a file or directory. An existing destination is replaced
 // only when opt.Overwrite is set.
 func (f *Files) Move(ctx context.Context, from, to string, opt MoveOptions) error {
-	return f.do(ctx, "Files.Move", "fs.move", from+" -> "+to, agent.FSMoveRequest{From: from, To: to, Overwrite: opt.Overwrite}, nil)
+	return f.do(ctx, "Files.Move", "fs.move", from+" -> "+to, wire.FSMoveRequest{From: from, To: to, Overwrite: opt.Overwrite}, nil)
 }
 
 // CopyOptions tunes Files.Copy.
@@ -286,7 +287,7 @@ type CopyOptions struct {
 // Copy copies a file or a directory tree. An existing destination is
 // replaced only when opt.Overwrite is set.
 func (f *Files) Copy(ctx context.Context, from, to string, opt CopyOptions) error {
-	return f.do(ctx, "Files.Copy", "fs.copy", from+" -> "+to, agent.FSMoveRequest{From: from, To: to, Overwrite: opt.Overwrite}, nil)
+	return f.do(ctx, "Files.Copy", "fs.copy", from+" -> "+to, wire.FSMoveRequest{From: from, To: to, Overwrite: opt.Overwrite}, nil)
 }
 
 // RemoveOptions tunes Files.Remove.
@@ -299,7 +300,7 @@ type RemoveOptions struct {
 // Remove deletes a file, or a directory with its contents when
 // opt.Recursive is set (a non-empty directory otherwise fails).
 func (f *Files) Remove(ctx context.Context, path string, opt RemoveOptions) error {
-	return f.do(ctx, "Files.Remove", "fs.remove", path, agent.FSPathRequest{Path: path, Recursive: opt.Recursive}, nil)
+	return f.do(ctx, "Files.Remove", "fs.remove", path, wire.FSPathRequest{Path: path, Recursive: opt.Recursive}, nil)
 }
 
 // Chmod sets permission bits (0-0777; setuid, setgid and sticky bits are
@@ -308,7 +309,7 @@ func (f *Files) Chmod(ctx context.Context, path string, mode fs.FileMode) error 
 	if mode&^fs.ModePerm != 0 {
 		return newError(CodeInvalidArgument, "Files.Chmod", "mode %v: only permission bits (0-0777) can be set", mode)
 	}
-	return f.do(ctx, "Files.Chmod", "fs.chmod", fmt.Sprintf("%s %#o", path, mode), agent.FSChmodRequest{Path: path, Mode: uint32(mode)}, nil)
+	return f.do(ctx, "Files.Chmod", "fs.chmod", fmt.Sprintf("%s %#o", path, mode), wire.FSChmodRequest{Path: path, Mode: uint32(mode)}, nil)
 }
 
 // Search finds lines matching a regular expression, skipping binary files
@@ -317,8 +318,8 @@ func (f *Files) Search(ctx context.Context, opt SearchOptions) (*SearchResult, e
 	if opt.MaxResults <= 0 {
 		opt.MaxResults = DefaultSearchMaxResults
 	}
-	var rep agent.FSSearchReply
-	if err := f.do(ctx, "Files.Search", "fs.search", opt.Pattern, agent.FSSearchRequest{
+	var rep wire.FSSearchReply
+	if err := f.do(ctx, "Files.Search", "fs.search", opt.Pattern, wire.FSSearchRequest{
 		Pattern: opt.Pattern, Path: opt.Path, Include: opt.Include, Exclude: opt.Exclude,
 		IgnoreCase: opt.IgnoreCase, MaxResults: opt.MaxResults, All: opt.All,
 	}, &rep); err != nil {
@@ -343,8 +344,8 @@ type GlobResult struct {
 // "/" matches base names at any depth ("*.py"); one with "/" matches the
 // relative path, with "**" for any number of directories.
 func (f *Files) Glob(ctx context.Context, pattern, dir string) (*GlobResult, error) {
-	var rep agent.FSGlobReply
-	if err := f.do(ctx, "Files.Glob", "fs.glob", pattern, agent.FSGlobRequest{Pattern: pattern, Path: dir}, &rep); err != nil {
+	var rep wire.FSGlobReply
+	if err := f.do(ctx, "Files.Glob", "fs.glob", pattern, wire.FSGlobRequest{Pattern: pattern, Path: dir}, &rep); err != nil {
 		return nil, err
 	}
 	return &GlobResult{Paths: rep.Paths, Truncated: rep.Truncated}, nil
@@ -376,7 +377,7 @@ func (f *Files) copyIn(ctx context.Context, dir string, tarStream io.Reader) err
 	if err := checkNewNames(op, dir); err != nil {
 		return err
 	}
-	call, err := f.sb.client.Start("fs.copyin", agent.FSPathRequest{Path: dir}, agent.Handlers{})
+	call, err := f.sb.client.Start("fs.copyin", wire.FSPathRequest{Path: dir}, agent.Handlers{})
 	if err != nil {
 		return wrapErr(op, err)
 	}
@@ -443,12 +444,12 @@ func (f *Files) copyOut(ctx context.Context, path string, w io.Writer) error {
 	}
 	// Data arrives on the client's reader goroutine, which must not block:
 	// hand it to a writer goroutine, crediting the agent only once written.
-	chunks := make(chan []byte, 2*agent.Window/(32<<10))
+	chunks := make(chan []byte, 2*wire.Window/(32<<10))
 	var mu sync.Mutex
 	finished := false
-	call, err := f.sb.client.Start("fs.copyout", agent.FSPathRequest{Path: path}, agent.Handlers{
+	call, err := f.sb.client.Start("fs.copyout", wire.FSPathRequest{Path: path}, agent.Handlers{
 		ManualAck: true,
-		OnData: func(_ agent.FrameType, b []byte) {
+		OnData: func(_ wire.FrameType, b []byte) {
 			mu.Lock()
 			defer mu.Unlock()
 			if !finished {
@@ -489,23 +490,23 @@ func (f *Files) copyOut(ctx context.Context, path string, w io.Writer) error {
 // requestPaths returns the paths a file request names.
 func requestPaths(args any) []string {
 	switch a := args.(type) {
-	case agent.FSReadRequest:
+	case wire.FSReadRequest:
 		return []string{a.Path}
-	case agent.FSWriteRequest:
+	case wire.FSWriteRequest:
 		return []string{a.Path}
-	case agent.FSEditRequest:
+	case wire.FSEditRequest:
 		return []string{a.Path}
-	case agent.FSPathRequest:
+	case wire.FSPathRequest:
 		return []string{a.Path}
-	case agent.FSListRequest:
+	case wire.FSListRequest:
 		return []string{a.Path}
-	case agent.FSMoveRequest:
+	case wire.FSMoveRequest:
 		return []string{a.From, a.To}
-	case agent.FSChmodRequest:
+	case wire.FSChmodRequest:
 		return []string{a.Path}
-	case agent.FSSearchRequest:
+	case wire.FSSearchRequest:
 		return []string{a.Path}
-	case agent.FSGlobRequest:
+	case wire.FSGlobRequest:
 		return []string{a.Path}
 	}
 	return nil
@@ -514,13 +515,13 @@ func requestPaths(args any) []string {
 // createdPaths returns the paths a file request may create.
 func createdPaths(agentOp string, args any) []string {
 	switch a := args.(type) {
-	case agent.FSWriteRequest:
+	case wire.FSWriteRequest:
 		return []string{a.Path}
-	case agent.FSPathRequest:
+	case wire.FSPathRequest:
 		if agentOp == "fs.mkdir" {
 			return []string{a.Path}
 		}
-	case agent.FSMoveRequest:
+	case wire.FSMoveRequest:
 		return []string{a.To}
 	}
 	return nil

@@ -8,6 +8,7 @@ import (
 	"syscall"
 
 	"github.com/sandboxkit/sandboxkit/sandbox/agent"
+	"github.com/sandboxkit/sandboxkit/sandbox/agent/wire"
 )
 
 // agentProc is a long-lived process inside the sandbox (a Python kernel
@@ -38,10 +39,10 @@ func (sb *Sandbox) startProc(ctx context.Context, op string, argv, env []string,
 	p.cond = sync.NewCond(&p.mu)
 	h := agent.Handlers{
 		ManualAck: true,
-		OnData: func(t agent.FrameType, b []byte) {
+		OnData: func(t wire.FrameType, b []byte) {
 			p.mu.Lock()
 			defer p.mu.Unlock()
-			if t == agent.FrameStderr {
+			if t == wire.FrameStderr {
 				p.errBuf = append(p.errBuf, b...)
 				if over := len(p.errBuf) - maxProcStderr; over > 0 {
 					p.errBuf = append(p.errBuf[:0], p.errBuf[over:]...)
@@ -57,7 +58,7 @@ func (sb *Sandbox) startProc(ctx context.Context, op string, argv, env []string,
 		},
 	}
 	var started = make(chan struct{})
-	h.OnEvent = func(ev agent.Event) {
+	h.OnEvent = func(ev wire.Event) {
 		if ev.Kind == "started" {
 			select {
 			case <-started:
@@ -66,7 +67,7 @@ func (sb *Sandbox) startProc(ctx context.Context, op string, argv, env []string,
 			}
 		}
 	}
-	call, err := sb.client.Start("exec", agent.ExecRequest{Args: argv, Env: env, Dir: dir, Stdin: true, Pty: pty, Events: true}, h)
+	call, err := sb.client.Start("exec", wire.ExecRequest{Args: argv, Env: env, Dir: dir, Stdin: true, Pty: pty, Events: true}, h)
 	if err != nil {
 		return nil, wrapErr(op, err)
 	}
@@ -124,16 +125,16 @@ func (p *agentProc) Stdin() io.Writer  { return p }
 func (p *agentProc) Stdout() io.Reader { return p }
 
 func (p *agentProc) Signal(sig syscall.Signal) error {
-	return p.call.Signal(agent.SignalRequest{Signal: int(sig)})
+	return p.call.Signal(wire.SignalRequest{Signal: int(sig)})
 }
 
 func (p *agentProc) SignalForeground(sig syscall.Signal) error {
-	return p.call.Signal(agent.SignalRequest{Signal: int(sig), Foreground: true})
+	return p.call.Signal(wire.SignalRequest{Signal: int(sig), Foreground: true})
 }
 
 // Kill ends the process and everything it started.
 func (p *agentProc) Kill() error {
-	_ = p.call.Signal(agent.SignalRequest{Signal: int(syscall.SIGKILL), Group: true})
+	_ = p.call.Signal(wire.SignalRequest{Signal: int(syscall.SIGKILL), Group: true})
 	p.call.Cancel()
 	return nil
 }
@@ -144,7 +145,7 @@ func (p *agentProc) Wait() (int, error) {
 	if err != nil {
 		return -1, wrapErr("process", err)
 	}
-	var rep agent.ExecReply
+	var rep wire.ExecReply
 	if err := json.Unmarshal(raw, &rep); err != nil {
 		return -1, wrapErr("process", err)
 	}

@@ -62,6 +62,7 @@ import (
 	"time"
 
 	"github.com/sandboxkit/sandboxkit/sandbox/agent"
+	"github.com/sandboxkit/sandboxkit/sandbox/agent/wire"
 	"github.com/sandboxkit/sandboxkit/sandbox/driver"
 	"github.com/sandboxkit/sandboxkit/sandbox/local"
 )
@@ -226,7 +227,7 @@ type Sandbox struct {
 	inst    driver.Instance
 	client  *agent.Client
 	iso     driver.Isolation
-	hello   agent.HelloReply
+	hello   wire.HelloReply
 	egress  *compiledPolicy
 	created time.Time
 	env     []string
@@ -318,7 +319,7 @@ func New(ctx context.Context, opts ...Option) (*Sandbox, error) {
 		}
 	}
 	env := baseEnv(iso.WorkspacePath, extra)
-	hello := agent.Hello{
+	hello := wire.Hello{
 		Workspace:     iso.WorkspacePath,
 		Env:           env,
 		FileSizeBytes: c.limits.FileSizeBytes,
@@ -444,8 +445,8 @@ func checkExplicit(c config, iso driver.Isolation) error {
 
 // rlimitsFor asks the agent to apply per-process rlimits for the limits the
 // backend enforces that way (it says so in its controls).
-func rlimitsFor(iso driver.Isolation, l Limits) []agent.Rlimit {
-	var out []agent.Rlimit
+func rlimitsFor(iso driver.Isolation, l Limits) []wire.Rlimit {
+	var out []wire.Rlimit
 	for _, ctl := range iso.Controls {
 		if !ctl.Enforced || !strings.Contains(ctl.Mechanism, "RLIMIT_") {
 			continue
@@ -453,15 +454,15 @@ func rlimitsFor(iso driver.Isolation, l Limits) []agent.Rlimit {
 		switch ctl.Name {
 		case "cpu":
 			if l.CPUSeconds > 0 {
-				out = append(out, agent.Rlimit{Resource: 0, Name: "RLIMIT_CPU", Soft: uint64(l.CPUSeconds), Hard: uint64(l.CPUSeconds) + 1})
+				out = append(out, wire.Rlimit{Resource: 0, Name: "RLIMIT_CPU", Soft: uint64(l.CPUSeconds), Hard: uint64(l.CPUSeconds) + 1})
 			}
 		case "memory":
 			if l.MemoryBytes > 0 && strings.Contains(ctl.Mechanism, "RLIMIT_AS") {
-				out = append(out, agent.Rlimit{Resource: 9, Name: "RLIMIT_AS", Soft: uint64(l.MemoryBytes), Hard: uint64(l.MemoryBytes)})
+				out = append(out, wire.Rlimit{Resource: 9, Name: "RLIMIT_AS", Soft: uint64(l.MemoryBytes), Hard: uint64(l.MemoryBytes)})
 			}
 		case "file_size":
 			if l.FileSizeBytes > 0 && strings.Contains(ctl.Mechanism, "RLIMIT_FSIZE") {
-				out = append(out, agent.Rlimit{Resource: 1, Name: "RLIMIT_FSIZE", Soft: uint64(l.FileSizeBytes), Hard: uint64(l.FileSizeBytes)})
+				out = append(out, wire.Rlimit{Resource: 1, Name: "RLIMIT_FSIZE", Soft: uint64(l.FileSizeBytes), Hard: uint64(l.FileSizeBytes)})
 			}
 		}
 	}

@@ -13,22 +13,22 @@
 // It takes no flags: everything it needs (protocol version, workspace, base
 // environment) arrives in the client's handshake over the stream, so nothing
 // about the session is visible in /proc/PID/cmdline or environ. Its own
-// diagnostics go to standard error. It is agent.ServeStdio, the entry point
+// diagnostics go to standard error. It is server.ServeStdio, the entry point
 // a program that is its own agent in a container runs as well: the agent
 // is undumpable and has no environment before it reads a frame (see
-// agent.ServeProcess).
+// server.ServeProcess).
 package main
 
 import (
 	"os"
 
-	"github.com/sandboxkit/sandboxkit/sandbox/agent"
+	"github.com/sandboxkit/sandboxkit/sandbox/agent/server"
 )
 
 func main() {
-	if len(os.Args) == 2 && os.Args[1] == agent.ProbeArg {
-		// A backend measuring its runtime's controls (agent.ProbeSyscalls).
-		os.Exit(agent.ProbeSyscalls())
+	if len(os.Args) == 2 && os.Args[1] == server.ProbeArg {
+		// A backend measuring its runtime's controls (server.ProbeSyscalls).
+		os.Exit(server.ProbeSyscalls())
 	}
-	os.Exit(agent.ServeStdio("sandboxkit-agent: "))
+	os.Exit(server.ServeStdio("sandboxkit-agent: "))
 }

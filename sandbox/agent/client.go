@@ -1,3 +1,21 @@
+// Package agent is the host side of sandboxkit's in-sandbox agent: the
+// client that speaks the agent protocol (package agent/wire) over one byte
+// stream to the agent inside a sandbox's isolation boundary (package
+// agent/server). Package sandbox and the backends use it; it is portable Go.
+//
+// The agent is the one process that runs INSIDE a sandbox's isolation
+// boundary. It serves exec, signals, stdio, pty, file and search requests from
+// the host over ONE multiplexed byte stream (a socketpair for the local
+// backend, a container's attach stream for Docker). Every later command is
+// started by this resident agent, which is both faster than a fresh
+// isolation setup per command and the only way to reach a running sandbox's
+// namespaces from Go (docs/isolation.md, pitfall 9).
+//
+// Threat model: everything on the agent's side of the stream is untrusted
+// once user code runs. The Client therefore bounds what it accepts (frame
+// size, buffered bytes per request, tunnelled connections) and treats a
+// malformed frame or a closed stream as the agent's death (ErrDead), never
+// as a reason to hang.
 package agent
 
 import (
@@ -9,6 +27,9 @@ import (
 	"net"
 	"sync"
 	"time"
+
+	"github.com/sandboxkit/sandboxkit/sandbox/agent/internal/tunnel"
+	"github.com/sandboxkit/sandboxkit/sandbox/agent/wire"
 )
 
 // ErrDead is returned by every pending and later call once the agent's
@@ -24,7 +45,7 @@ var ErrClosed = fmt.Errorf("%w: the client closed the stream", ErrDead)
 // concurrent use; each call gets its own request id on the shared stream.
 type Client struct {
 	conn  io.ReadWriteCloser
-	hello HelloReply
+	hello wire.HelloReply
 
 	wmu sync.Mutex
 
@@ -46,7 +67,7 @@ type Client struct {
 
 	// tunnel holds the connections the agent's egress proxy carries
 	// (Hello.Proxy); see Egress.
-	tunnel *tunnel
+	tunnel *tunnel.Tunnel
 }
 
 // Handlers receive a streaming call's interim frames. They run on the
@@ -54,9 +75,9 @@ type Client struct {
 type Handlers struct {
 	// OnData receives stdout/stderr (or download) bytes. Unless ManualAck
 	// is set, credit is returned to the agent as soon as it returns.
-	OnData func(t FrameType, b []byte)
+	OnData func(t wire.FrameType, b []byte)
 	// OnEvent receives interim events (e.g. the process started).
-	OnEvent func(Event)
+	OnEvent func(wire.Event)
 	// ManualAck leaves returning credit to the caller (Call.Ack), for
 	// consumers that pull data at their own pace.
 	ManualAck bool
@@ -68,7 +89,7 @@ type Call struct {
 	id     uint32
 	h      Handlers
 	done   chan struct{}
-	reply  Reply
+	reply  wire.Reply
 	err    error
 	cmu    sync.Mutex
 	cond   *sync.Cond
@@ -79,43 +100,43 @@ type Call struct {
 
 // Dial performs the handshake over conn and starts the client's reader.
 // ctx bounds the handshake only.
-func Dial(ctx context.Context, conn io.ReadWriteCloser, h Hello) (*Client, error) {
-	h.Version = Version
+func Dial(ctx context.Context, conn io.ReadWriteCloser, h wire.Hello) (*Client, error) {
+	h.Version = wire.Version
 	b, err := json.Marshal(h)
 	if err != nil {
 		return nil, err
 	}
 	type result struct {
-		rep HelloReply
+		rep wire.HelloReply
 		err error
 	}
 	ch := make(chan result, 1)
 	go func() {
-		if err := WriteFrame(conn, 0, FrameHello, b); err != nil {
+		if err := wire.WriteFrame(conn, 0, wire.FrameHello, b); err != nil {
 			ch <- result{err: fmt.Errorf("%w: sending hello: %v", ErrDead, err)}
 			return
 		}
-		f, err := ReadFrame(conn)
+		f, err := wire.ReadFrame(conn)
 		if err != nil {
 			ch <- result{err: fmt.Errorf("%w: the agent did not answer the handshake: %v", ErrDead, err)}
 			return
 		}
-		if f.Type != FrameHelloOK {
-			ch <- result{err: fmt.Errorf("%w: handshake answered with %s", ErrProtocol, f.Type)}
+		if f.Type != wire.FrameHelloOK {
+			ch <- result{err: fmt.Errorf("%w: handshake answered with %s", wire.ErrProtocol, f.Type)}
 			return
 		}
-		var rep Reply
+		var rep wire.Reply
 		if err := json.Unmarshal(f.Payload, &rep); err != nil {
-			ch <- result{err: fmt.Errorf("%w: bad handshake reply: %v", ErrProtocol, err)}
+			ch <- result{err: fmt.Errorf("%w: bad handshake reply: %v", wire.ErrProtocol, err)}
 			return
 		}
 		if rep.Error != nil {
 			ch <- result{err: rep.Error}
 			return
 		}
-		var hr HelloReply
+		var hr wire.HelloReply
 		if err := json.Unmarshal(rep.Result, &hr); err != nil {
-			ch <- result{err: fmt.Errorf("%w: bad handshake reply: %v", ErrProtocol, err)}
+			ch <- result{err: fmt.Errorf("%w: bad handshake reply: %v", wire.ErrProtocol, err)}
 			return
 		}
 		ch <- result{rep: hr}
@@ -128,7 +149,7 @@ func Dial(ctx context.Context, conn io.ReadWriteCloser, h Hello) (*Client, error
 		}
 		c := &Client{conn: conn, hello: r.rep, calls: map[uint32]*Call{}, dead: make(chan struct{}),
 			acks: map[uint32]int{}, awake: make(chan struct{}, 1)}
-		c.tunnel = newTunnel(c.send, c.write, tunnelAddr("egress proxy "+r.rep.Proxy))
+		c.tunnel = tunnel.New(c.send, c.write, tunnel.Addr("egress proxy "+r.rep.Proxy))
 		c.readers.Add(2)
 		go c.readLoop()
 		go c.ackLoop()
@@ -140,8 +161,21 @@ func Dial(ctx context.Context, conn io.ReadWriteCloser, h Hello) (*Client, error
 	}
 }
 
+// write writes encoded frames with one Write (the tunnel's ConnData).
+func (c *Client) write(frames []byte) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if err := c.Err(); err != nil {
+		return err
+	}
+	if _, err := c.conn.Write(frames); err != nil {
+		return fmt.Errorf("%w: %v", ErrDead, err)
+	}
+	return nil
+}
+
 // Hello returns what the agent reported at the handshake.
-func (c *Client) Hello() HelloReply { return c.hello }
+func (c *Client) Hello() wire.HelloReply { return c.hello }
 
 // Egress returns the connections programs in the sandbox make to the
 // agent's egress proxy (Hello.Proxy), as a listener: each accepted
@@ -149,7 +183,7 @@ func (c *Client) Hello() HelloReply { return c.hello }
 // program's HTTP proxy request. The caller decides what to do with them.
 // Accept fails with net.ErrClosed once the stream is gone. Call it once.
 func (c *Client) Egress() net.Listener {
-	return &tunnelListener{tn: c.tunnel, done: make(chan struct{})}
+	return tunnel.NewListener(c.tunnel)
 }
 
 // Done is closed when the stream to the agent is gone.
@@ -178,11 +212,11 @@ func (c *Client) Close() error {
 
 func (c *Client) readLoop() {
 	defer c.readers.Done()
-	r := newFrameReader(c.conn)
+	r := wire.NewFrameReader(c.conn)
 	var err error
 	for {
-		var f Frame
-		f, err = ReadFrame(r)
+		var f wire.Frame
+		f, err = wire.ReadFrame(r)
 		if err != nil {
 			break
 		}
@@ -196,7 +230,7 @@ func (c *Client) readLoop() {
 		err = fmt.Errorf("%w: %v", ErrDead, err)
 	}
 	c.conn.Close()
-	c.tunnel.shutdown()
+	c.tunnel.Shutdown()
 	c.mu.Lock()
 	if c.closing {
 		err = ErrClosed
@@ -207,20 +241,20 @@ func (c *Client) readLoop() {
 	c.calls = map[uint32]*Call{}
 	c.mu.Unlock()
 	for _, call := range calls {
-		call.finish(Reply{}, err)
+		call.finish(wire.Reply{}, err)
 	}
 }
 
-func (c *Client) deliver(f Frame) error {
-	if f.Type >= FrameConnOpen && f.Type <= FrameConnClose {
+func (c *Client) deliver(f wire.Frame) error {
+	if f.Type >= wire.FrameConnOpen && f.Type <= wire.FrameConnClose {
 		if c.hello.Proxy == "" {
-			return fmt.Errorf("%w: %s frame without an egress proxy", ErrProtocol, f.Type)
+			return fmt.Errorf("%w: %s frame without an egress proxy", wire.ErrProtocol, f.Type)
 		}
-		return c.tunnel.deliver(f)
+		return c.tunnel.Deliver(f)
 	}
 	c.mu.Lock()
 	call := c.calls[f.ID]
-	if f.Type == FrameReply {
+	if f.Type == wire.FrameReply {
 		delete(c.calls, f.ID)
 	}
 	c.mu.Unlock()
@@ -228,34 +262,34 @@ func (c *Client) deliver(f Frame) error {
 		return nil // a call we abandoned
 	}
 	switch f.Type {
-	case FrameReply:
+	case wire.FrameReply:
 		rep, err := parseReply(f.Payload)
 		if err != nil {
-			call.finish(Reply{}, fmt.Errorf("%w: bad reply: %v", ErrProtocol, err))
+			call.finish(wire.Reply{}, fmt.Errorf("%w: bad reply: %v", wire.ErrProtocol, err))
 			return nil
 		}
 		call.finish(rep, nil)
-	case FrameBlob:
+	case wire.FrameBlob:
 		// Only the reader goroutine touches blob before finish, and
 		// readers of it wait for done.
 		if call.blob != nil {
-			return fmt.Errorf("%w: two blob frames for request %d", ErrProtocol, f.ID)
+			return fmt.Errorf("%w: two blob frames for request %d", wire.ErrProtocol, f.ID)
 		}
 		call.blob = f.Payload
-	case FrameStdout, FrameStderr:
+	case wire.FrameStdout, wire.FrameStderr:
 		if call.h.OnData != nil {
 			call.h.OnData(f.Type, f.Payload)
 		}
 		if !call.h.ManualAck {
 			call.Ack(len(f.Payload))
 		}
-	case FrameEvent:
-		var ev Event
+	case wire.FrameEvent:
+		var ev wire.Event
 		if err := json.Unmarshal(f.Payload, &ev); err == nil && call.h.OnEvent != nil {
 			call.h.OnEvent(ev)
 		}
-	case FrameAck:
-		n, err := parseAck(f.Payload)
+	case wire.FrameAck:
+		n, err := wire.ParseAck(f.Payload)
 		if err != nil {
 			return err
 		}
@@ -264,7 +298,7 @@ func (c *Client) deliver(f Frame) error {
 		call.cond.Broadcast()
 		call.cmu.Unlock()
 	default:
-		return fmt.Errorf("%w: unexpected %s frame from agent", ErrProtocol, f.Type)
+		return fmt.Errorf("%w: unexpected %s frame from agent", wire.ErrProtocol, f.Type)
 	}
 	return nil
 }
@@ -273,16 +307,16 @@ func (c *Client) deliver(f Frame) error {
 // replyPrefix + result + "}"; that shape is cut out without scanning the
 // result, which its consumer decodes (and so validates) anyway. Anything
 // else goes through the JSON decoder.
-func parseReply(p []byte) (Reply, error) {
-	if len(p) > len(replyPrefix) && string(p[:len(replyPrefix)]) == replyPrefix && p[len(p)-1] == '}' {
-		return Reply{Result: json.RawMessage(p[len(replyPrefix) : len(p)-1])}, nil
+func parseReply(p []byte) (wire.Reply, error) {
+	if len(p) > len(wire.ReplyPrefix) && string(p[:len(wire.ReplyPrefix)]) == wire.ReplyPrefix && p[len(p)-1] == '}' {
+		return wire.Reply{Result: json.RawMessage(p[len(wire.ReplyPrefix) : len(p)-1])}, nil
 	}
-	var rep Reply
+	var rep wire.Reply
 	err := json.Unmarshal(p, &rep)
 	return rep, err
 }
 
-func (call *Call) finish(rep Reply, err error) {
+func (call *Call) finish(rep wire.Reply, err error) {
 	call.cmu.Lock()
 	if call.closed {
 		call.cmu.Unlock()
@@ -295,13 +329,13 @@ func (call *Call) finish(rep Reply, err error) {
 	close(call.done)
 }
 
-func (c *Client) send(id uint32, t FrameType, payload []byte) error {
+func (c *Client) send(id uint32, t wire.FrameType, payload []byte) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	if err := c.Err(); err != nil {
 		return err
 	}
-	if err := WriteFrame(c.conn, id, t, payload); err != nil {
+	if err := wire.WriteFrame(c.conn, id, t, payload); err != nil {
 		return fmt.Errorf("%w: %v", ErrDead, err)
 	}
 	return nil
@@ -318,11 +352,11 @@ func (c *Client) Start(op string, args any, h Handlers) (*Call, error) {
 		}
 		raw = b
 	}
-	b, err := json.Marshal(Request{Op: op, Args: raw})
+	b, err := json.Marshal(wire.Request{Op: op, Args: raw})
 	if err != nil {
 		return nil, err
 	}
-	call := &Call{c: c, h: h, done: make(chan struct{}), credit: Window}
+	call := &Call{c: c, h: h, done: make(chan struct{}), credit: wire.Window}
 	call.cond = sync.NewCond(&call.cmu)
 	c.mu.Lock()
 	if err := c.Err(); err != nil {
@@ -336,7 +370,7 @@ func (c *Client) Start(op string, args any, h Handlers) (*Call, error) {
 	call.id = c.next
 	c.calls[call.id] = call
 	c.mu.Unlock()
-	if err := c.send(call.id, FrameRequest, b); err != nil {
+	if err := c.send(call.id, wire.FrameRequest, b); err != nil {
 		c.mu.Lock()
 		delete(c.calls, call.id)
 		c.mu.Unlock()
@@ -359,17 +393,17 @@ func (c *Client) Do(ctx context.Context, op string, args, out any) error {
 	}
 	if out != nil && len(res) > 0 {
 		if err := json.Unmarshal(res, out); err != nil {
-			return fmt.Errorf("%w: bad %s result: %v", ErrProtocol, op, err)
+			return fmt.Errorf("%w: bad %s result: %v", wire.ErrProtocol, op, err)
 		}
 		if br, ok := out.(blobReceiver); ok && call.blob != nil {
-			br.receiveBlob(call.blob)
+			br.ReceiveBlob(call.blob)
 		}
 	}
 	return nil
 }
 
 // blobReceiver is a result whose bulk may travel in a Blob frame.
-type blobReceiver interface{ receiveBlob([]byte) }
+type blobReceiver interface{ ReceiveBlob([]byte) }
 
 // Blob returns the raw bytes that came with the reply (nil if none). Call
 // it after Wait.
@@ -411,12 +445,12 @@ func (call *Call) WaitContext(ctx context.Context) (json.RawMessage, error) {
 }
 
 // Cancel asks the agent to abandon the request (killing its process).
-func (call *Call) Cancel() { _ = call.c.send(call.id, FrameCancel, nil) }
+func (call *Call) Cancel() { _ = call.c.send(call.id, wire.FrameCancel, nil) }
 
 // Signal sends a signal to the request's process.
-func (call *Call) Signal(sr SignalRequest) error {
+func (call *Call) Signal(sr wire.SignalRequest) error {
 	b, _ := json.Marshal(sr)
-	return call.c.send(call.id, FrameSignal, b)
+	return call.c.send(call.id, wire.FrameSignal, b)
 }
 
 // Ack returns n bytes of credit to the agent (see Handlers.ManualAck). It
@@ -458,7 +492,7 @@ func (c *Client) ackLoop() {
 			// split anyway rather than wrap.
 			for n > 0 {
 				m := min(n, 1<<30)
-				buf = appendFrame(buf, id, FrameAck, ackPayload(m))
+				buf = wire.AppendFrame(buf, id, wire.FrameAck, wire.AckPayload(m))
 				n -= m
 			}
 		}
@@ -478,7 +512,7 @@ func (c *Client) ackLoop() {
 func (call *Call) Write(p []byte) (int, error) {
 	written := 0
 	for len(p) > 0 {
-		n := min(len(p), chunkSize)
+		n := min(len(p), wire.ChunkSize)
 		call.cmu.Lock()
 		for call.credit < n && !call.closed {
 			if call.credit > 0 {
@@ -493,7 +527,7 @@ func (call *Call) Write(p []byte) (int, error) {
 		}
 		call.credit -= n
 		call.cmu.Unlock()
-		if err := call.c.send(call.id, FrameStdin, p[:n]); err != nil {
+		if err := call.c.send(call.id, wire.FrameStdin, p[:n]); err != nil {
 			return written, err
 		}
 		written += n
@@ -503,7 +537,7 @@ func (call *Call) Write(p []byte) (int, error) {
 }
 
 // CloseInput signals end of input.
-func (call *Call) CloseInput() error { return call.c.send(call.id, FrameStdinClose, nil) }
+func (call *Call) CloseInput() error { return call.c.send(call.id, wire.FrameStdinClose, nil) }
 
 // Decode unmarshals a call's result.
 func Decode[T any](res json.RawMessage, err error) (T, error) {
@@ -513,7 +547,7 @@ func Decode[T any](res json.RawMessage, err error) (T, error) {
 	}
 	if len(res) > 0 {
 		if err := json.Unmarshal(res, &v); err != nil {
-			return v, fmt.Errorf("%w: bad result: %v", ErrProtocol, err)
+			return v, fmt.Errorf("%w: bad result: %v", wire.ErrProtocol, err)
 		}
 	}
 	return v, nil

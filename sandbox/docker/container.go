@@ -22,7 +22,7 @@ import (
 	"github.com/docker/docker/api/types/mount"
 	"github.com/docker/docker/pkg/stdcopy"
 
-	"github.com/sandboxkit/sandboxkit/sandbox/agent"
+	"github.com/sandboxkit/sandboxkit/sandbox/agent/server"
 	"github.com/sandboxkit/sandboxkit/sandbox/driver"
 )
 
@@ -243,7 +243,7 @@ func containerSpec(p *plan, ag *agentBin, agentVol string) (*container.Config, *
 		// filled a limit of exactly Pids killed the agent, PID 1, and the
 		// container with the user's workspace (5 of 8 runs of the escape
 		// suite's ForkBomb probe). The agent makes its threads before it
-		// starts any process (agent.ServeStdio), inside a reserve added on
+		// starts any process (server.ServeStdio), inside a reserve added on
 		// top of the commands' limit.
 		n := int64(lim.Pids) + agentTaskReserve
 		hc.PidsLimit = &n
@@ -262,9 +262,9 @@ func containerSpec(p *plan, ag *agentBin, agentVol string) (*container.Config, *
 func boolPtr(b bool) *bool { return &b }
 
 // agentTaskReserve is added to the commands' pids limit for the agent's
-// own threads (agent.StdioTaskReserve); a variable only so that a test can
+// own threads (server.StdioTaskReserve); a variable only so that a test can
 // take it away and show what a starved agent's death looks like.
-var agentTaskReserve int64 = agent.StdioTaskReserve
+var agentTaskReserve int64 = server.StdioTaskReserve
 
 // checkHostWorkspace makes sure the sandbox user can write the host
 // directory it gets, so the failure is clear now rather than on first write.
@@ -401,7 +401,7 @@ func (d *Driver) isolation(p *plan, f *engineFacts, id, imageID string, ag *agen
 		// One pids cgroup for the container (the agent has no way to make
 		// a child cgroup for its commands: the engine mounts the cgroup
 		// file system read-only and the container has no capabilities).
-		gaps = append(gaps, fmt.Sprintf("the container's pids limit is shared with the agent: commands may also use the part of its %d-task reserve that its threads leave free", agent.StdioTaskReserve))
+		gaps = append(gaps, fmt.Sprintf("the container's pids limit is shared with the agent: commands may also use the part of its %d-task reserve that its threads leave free", server.StdioTaskReserve))
 	}
 	if p.cfg.Workspace == "" {
 		gaps = append(gaps, "the workspace is a tmpfs inside the container: copy results out before Close")

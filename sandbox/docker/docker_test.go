@@ -17,6 +17,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sandboxkit/sandboxkit/sandbox/agent"
+	"github.com/sandboxkit/sandboxkit/sandbox/agent/wire"
 	"github.com/sandboxkit/sandboxkit/sandbox/driver"
 	"github.com/sandboxkit/sandboxkit/sandbox/sandboxtest"
 )
@@ -125,7 +126,7 @@ func start(t testing.TB, d *Driver, cfg driver.Config) *started {
 			t.Errorf("Close: %v", err)
 		}
 	})
-	cl, err := agent.Dial(ctx, c.Conn(), agent.Hello{
+	cl, err := agent.Dial(ctx, c.Conn(), wire.Hello{
 		Workspace: c.Isolation().WorkspacePath,
 		Env:       []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/workspace", "LANG=C.UTF-8"},
 	})
@@ -149,8 +150,8 @@ func (s *started) run(t testing.TB, args ...string) (string, int) {
 func (s *started) exec(ctx context.Context, args ...string) (string, int, error) {
 	var mu sync.Mutex
 	var buf bytes.Buffer
-	call, err := s.cl.Start("exec", agent.ExecRequest{Args: args, TimeoutMs: 30000}, agent.Handlers{
-		OnData: func(_ agent.FrameType, b []byte) { mu.Lock(); buf.Write(b); mu.Unlock() },
+	call, err := s.cl.Start("exec", wire.ExecRequest{Args: args, TimeoutMs: 30000}, agent.Handlers{
+		OnData: func(_ wire.FrameType, b []byte) { mu.Lock(); buf.Write(b); mu.Unlock() },
 	})
 	if err != nil {
 		return "", -1, err
@@ -159,7 +160,7 @@ func (s *started) exec(ctx context.Context, args ...string) (string, int, error)
 	if err != nil {
 		return "", -1, err
 	}
-	var rep agent.ExecReply
+	var rep wire.ExecReply
 	if err := json.Unmarshal(raw, &rep); err != nil {
 		return "", -1, err
 	}

@@ -3,7 +3,7 @@ package docker
 import (
 	"os"
 
-	"github.com/sandboxkit/sandboxkit/sandbox/agent"
+	"github.com/sandboxkit/sandboxkit/sandbox/agent/server"
 )
 
 // hookArg is the argument with which a container runs the host program
@@ -14,16 +14,16 @@ const hookArg = "__sandboxkit_docker_agent__"
 // init turns this program into the agent when it was copied into a
 // container as its entrypoint. It runs before main, so the user's program
 // never starts there; it does nothing anywhere else. The agent is served
-// by agent.ServeStdio, the same entry point as cmd/sandboxkit-agent's, so
+// by server.ServeStdio, the same entry point as cmd/sandboxkit-agent's, so
 // it gets the same protections (undumpable, no environment) and the same
 // thread warm-up.
 func init() {
-	if len(os.Args) == 2 && os.Args[0] == agentPath && os.Args[1] == agent.ProbeArg {
+	if len(os.Args) == 2 && os.Args[0] == agentPath && os.Args[1] == server.ProbeArg {
 		// The creation-time measurement runs the binary as its probe.
-		os.Exit(agent.ProbeSyscalls())
+		os.Exit(server.ProbeSyscalls())
 	}
 	if len(os.Args) != 2 || os.Args[1] != hookArg || os.Args[0] != agentPath || os.Getpid() != 1 {
 		return
 	}
-	os.Exit(agent.ServeStdio("sandboxkit-agent: "))
+	os.Exit(server.ServeStdio("sandboxkit-agent: "))
 }

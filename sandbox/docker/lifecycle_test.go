@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/sandboxkit/sandboxkit/sandbox/agent"
+	"github.com/sandboxkit/sandboxkit/sandbox/agent/wire"
 	"github.com/sandboxkit/sandboxkit/sandbox/driver"
 )
 
@@ -512,7 +513,7 @@ func TestAgentStarvedOfThreadsSaysSo(t *testing.T) {
 	t.Cleanup(func() { c.Close(context.Background()) })
 	// The agent dies warming its threads, during or right after the
 	// handshake; either way the stream ends with the cause.
-	cl, err := agent.Dial(testCtx(t), c.Conn(), agent.Hello{Workspace: workspacePath, Env: []string{"PATH=/usr/bin:/bin"}})
+	cl, err := agent.Dial(testCtx(t), c.Conn(), wire.Hello{Workspace: workspacePath, Env: []string{"PATH=/usr/bin:/bin"}})
 	if err == nil {
 		defer cl.Close()
 		select {

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/sandboxkit/sandboxkit/sandbox/agent"
+	"github.com/sandboxkit/sandboxkit/sandbox/agent/server"
+	"github.com/sandboxkit/sandboxkit/sandbox/agent/wire"
 	"github.com/sandboxkit/sandboxkit/sandbox/driver"
 )
 
@@ -121,12 +123,12 @@ func (d *Driver) measureStep(ctx context.Context, p *plan, f *engineFacts, image
 		return "", err
 	}
 	defer c.Close(context.WithoutCancel(ctx))
-	hello := agent.Hello{
+	hello := wire.Hello{
 		Workspace: workspacePath,
 		Env:       []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=" + workspacePath},
 	}
 	if limits.CPUSeconds > 0 {
-		hello.Rlimits = []agent.Rlimit{{Resource: 0, Name: "RLIMIT_CPU", Soft: uint64(limits.CPUSeconds), Hard: uint64(limits.CPUSeconds) + 1}}
+		hello.Rlimits = []wire.Rlimit{{Resource: 0, Name: "RLIMIT_CPU", Soft: uint64(limits.CPUSeconds), Hard: uint64(limits.CPUSeconds) + 1}}
 	}
 	fail := func(probe, why string) string { return probe + ": " + why }
 	cl, err := agent.Dial(ctx, c.Conn(), hello)
@@ -156,13 +158,13 @@ type prober struct {
 	cl  *agent.Client
 }
 
-func (pr *prober) exec(timeout time.Duration, args ...string) (string, agent.ExecReply, error) {
+func (pr *prober) exec(timeout time.Duration, args ...string) (string, wire.ExecReply, error) {
 	var mu sync.Mutex
 	var buf bytes.Buffer
-	call, err := pr.cl.Start("exec", agent.ExecRequest{Args: args, TimeoutMs: timeout.Milliseconds()}, agent.Handlers{
-		OnData: func(_ agent.FrameType, b []byte) { mu.Lock(); buf.Write(b); mu.Unlock() },
+	call, err := pr.cl.Start("exec", wire.ExecRequest{Args: args, TimeoutMs: timeout.Milliseconds()}, agent.Handlers{
+		OnData: func(_ wire.FrameType, b []byte) { mu.Lock(); buf.Write(b); mu.Unlock() },
 	})
-	var rep agent.ExecReply
+	var rep wire.ExecReply
 	if err != nil {
 		return "", rep, err
 	}
@@ -186,7 +188,7 @@ func (pr *prober) alive(after string) string {
 }
 
 func (pr *prober) syscalls() string {
-	out, _, err := pr.exec(10*time.Second, agentPath, agent.ProbeArg)
+	out, _, err := pr.exec(10*time.Second, agentPath, server.ProbeArg)
 	if err != nil {
 		return "running the probe program failed: " + err.Error()
 	}
@@ -207,13 +209,13 @@ func (pr *prober) filesystem() string {
 		return fmt.Sprintf("could not make the probe's symbolic links (%v)", err)
 	}
 	for _, path := range []string{".probe-root/etc/hostname", ".probe-file"} {
-		var rep agent.FSReadReply
-		if err := pr.cl.Do(pr.ctx, "fs.read", agent.FSReadRequest{Path: path}, &rep); err == nil {
+		var rep wire.FSReadReply
+		if err := pr.cl.Do(pr.ctx, "fs.read", wire.FSReadRequest{Path: path}, &rep); err == nil {
 			return fmt.Sprintf("the file API read %s, a symbolic link out of the workspace", path)
 		}
 	}
-	var matches []agent.Match
-	if err := pr.cl.Do(pr.ctx, "fs.search", agent.FSSearchRequest{Pattern: "sandbox", Path: ".", All: true}, &matches); err == nil {
+	var matches []wire.Match
+	if err := pr.cl.Do(pr.ctx, "fs.search", wire.FSSearchRequest{Pattern: "sandbox", Path: ".", All: true}, &matches); err == nil {
 		for _, m := range matches {
 			if strings.HasPrefix(m.Path, ".probe-") {
 				return "search read " + m.Path + ", a symbolic link out of the workspace"

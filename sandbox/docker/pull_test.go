@@ -19,6 +19,7 @@ import (
 	"github.com/docker/docker/api/types/image"
 
 	"github.com/sandboxkit/sandboxkit/sandbox/agent"
+	"github.com/sandboxkit/sandboxkit/sandbox/agent/wire"
 	"github.com/sandboxkit/sandboxkit/sandbox/driver"
 )
 
@@ -107,7 +108,7 @@ func TestPullsAMissingImageAndNeedsNothingInIt(t *testing.T) {
 		t.Fatalf("Start with a pull: %v", err)
 	}
 	defer inst.Close(context.Background())
-	cl, err := agent.Dial(testCtx(t), inst.Conn(), agent.Hello{Workspace: workspacePath})
+	cl, err := agent.Dial(testCtx(t), inst.Conn(), wire.Hello{Workspace: workspacePath})
 	if err != nil {
 		t.Fatalf("handshake with the agent in an empty image: %v", err)
 	}

@@ -7,7 +7,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/sandboxkit/sandboxkit/sandbox/agent"
+	"github.com/sandboxkit/sandboxkit/sandbox/agent/wire"
 )
 
 // A scripted background job: its reply's output is all there at once; a
@@ -37,8 +37,8 @@ func (j *job) end(code int, sig string) {
 	})
 }
 
-func (j *job) statusLocked() agent.JobStatus {
-	st := agent.JobStatus{ID: j.id, Args: j.args, PID: j.pid, StartedNs: j.started.UnixNano(), Written: int64(len(j.out))}
+func (j *job) statusLocked() wire.JobStatus {
+	st := wire.JobStatus{ID: j.id, Args: j.args, PID: j.pid, StartedNs: j.started.UnixNano(), Written: int64(len(j.out))}
 	select {
 	case <-j.done:
 		st.ExitCode, st.Signal, st.EndedNs = j.code, j.signal, j.ended.UnixNano()
@@ -57,12 +57,12 @@ type jobTable struct {
 
 func newJobTable() *jobTable { return &jobTable{jobs: map[string]*job{}} }
 
-func (t *jobTable) get(id string) (*job, *agent.WireError) {
+func (t *jobTable) get(id string) (*job, *wire.WireError) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	j := t.jobs[id]
 	if j == nil {
-		return nil, werr(agent.CodeNotFound, "no background job %q: list jobs to see the ids that exist", id)
+		return nil, werr(wire.CodeNotFound, "no background job %q: list jobs to see the ids that exist", id)
 	}
 	return j, nil
 }
@@ -75,7 +75,7 @@ func (t *jobTable) endAll() {
 	}
 }
 
-func (s *server) startJob(a agent.ExecRequest, dir string) (any, *agent.WireError) {
+func (s *server) startJob(a wire.ExecRequest, dir string) (any, *wire.WireError) {
 	text := commandText(a.Args)
 	timeout := time.Duration(a.TimeoutMs) * time.Millisecond
 	idx := s.fk.rec.add(Call{Kind: KindJob, Op: "exec", Text: text, Args: a.Args, Dir: a.Dir, Env: a.Env, Policy: s.fk.policy(timeout, a.Env)})
@@ -83,8 +83,8 @@ func (s *server) startJob(a agent.ExecRequest, dir string) (any, *agent.WireErro
 	if !ok {
 		msg := unscripted("command", text)
 		s.fk.unscripted(msg)
-		s.fk.rec.setErr(idx, "SBX_"+agent.CodeNotFound)
-		return nil, werr(agent.CodeNotFound, "%s", msg)
+		s.fk.rec.setErr(idx, "SBX_"+wire.CodeNotFound)
+		return nil, werr(wire.CodeNotFound, "%s", msg)
 	}
 	s.fk.rec.markScripted(idx)
 	rep := f(context.Background(), Exec{Text: text, Args: a.Args, Dir: dir, Env: a.Env, Workspace: &Workspace{s.fs}})
@@ -109,18 +109,18 @@ func (s *server) startJob(a agent.ExecRequest, dir string) (any, *agent.WireErro
 			}
 		}()
 	}
-	return agent.ExecReply{PID: j.pid, JobID: j.id}, nil
+	return wire.ExecReply{PID: j.pid, JobID: j.id}, nil
 }
 
-func (s *server) jobOp(r *request, req agent.Request) (any, *agent.WireError) {
+func (s *server) jobOp(r *request, req wire.Request) (any, *wire.WireError) {
 	t := s.jobs
 	c := Call{Kind: KindJob, Op: req.Op, Scripted: true, Policy: s.fk.policy(0, nil)}
-	res, e := func() (any, *agent.WireError) {
+	res, e := func() (any, *wire.WireError) {
 		switch req.Op {
 		case "job.list":
 			t.mu.Lock()
 			defer t.mu.Unlock()
-			out := make([]agent.JobStatus, 0, len(t.order))
+			out := make([]wire.JobStatus, 0, len(t.order))
 			for _, id := range t.order {
 				j := t.jobs[id]
 				j.mu.Lock()
@@ -129,7 +129,7 @@ func (s *server) jobOp(r *request, req agent.Request) (any, *agent.WireError) {
 			}
 			return out, nil
 		case "job.output":
-			a, e := decodeArgs[agent.JobOutputRequest](req)
+			a, e := decodeArgs[wire.JobOutputRequest](req)
 			if e != nil {
 				return nil, e
 			}
@@ -145,9 +145,9 @@ func (s *server) jobOp(r *request, req agent.Request) (any, *agent.WireError) {
 			if limit := a.Max; limit > 0 && end-since > int64(limit) {
 				end = since + int64(limit)
 			}
-			return agent.JobOutput{Data: append([]byte(nil), j.out[since:end]...), Next: end, Status: j.statusLocked()}, nil
+			return wire.JobOutput{Data: append([]byte(nil), j.out[since:end]...), Next: end, Status: j.statusLocked()}, nil
 		case "job.stdin":
-			a, e := decodeArgs[agent.JobStdinRequest](req)
+			a, e := decodeArgs[wire.JobStdinRequest](req)
 			if e != nil {
 				return nil, e
 			}
@@ -159,20 +159,20 @@ func (s *server) jobOp(r *request, req agent.Request) (any, *agent.WireError) {
 			j.mu.Lock()
 			defer j.mu.Unlock()
 			if !j.stdin {
-				return nil, werr(agent.CodeInvalidArgument, "job %s has no open stdin (start it with stdin enabled; it may have been closed or the job ended)", a.ID)
+				return nil, werr(wire.CodeInvalidArgument, "job %s has no open stdin (start it with stdin enabled; it may have been closed or the job ended)", a.ID)
 			}
 			if a.Close {
 				j.stdin = false
 			}
 			return struct{}{}, nil
 		}
-		a, e := decodeArgs[agent.JobRef](req)
+		a, e := decodeArgs[wire.JobRef](req)
 		if e != nil {
 			return nil, e
 		}
 		var sig int
 		if req.Op == "job.kill" {
-			ka, e := decodeArgs[agent.JobSignalRequest](req)
+			ka, e := decodeArgs[wire.JobSignalRequest](req)
 			if e != nil {
 				return nil, e
 			}
@@ -189,7 +189,7 @@ func (s *server) jobOp(r *request, req agent.Request) (any, *agent.WireError) {
 			select {
 			case <-j.done:
 			case <-r.ctx.Done():
-				return nil, werr(agent.CodeCanceled, "wait for job %s abandoned", a.ID)
+				return nil, werr(wire.CodeCanceled, "wait for job %s abandoned", a.ID)
 			}
 		case "job.kill":
 			if sig == 0 {
@@ -203,7 +203,7 @@ func (s *server) jobOp(r *request, req agent.Request) (any, *agent.WireError) {
 			select {
 			case <-j.done:
 			default:
-				return nil, werr(agent.CodeInvalidArgument, "job %s is still running: kill it first", a.ID)
+				return nil, werr(wire.CodeInvalidArgument, "job %s is still running: kill it first", a.ID)
 			}
 			t.mu.Lock()
 			delete(t.jobs, a.ID)

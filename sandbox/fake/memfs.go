@@ -13,7 +13,8 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/sandboxkit/sandboxkit/sandbox/agent"
+	agentserver "github.com/sandboxkit/sandboxkit/sandbox/agent/server"
+	"github.com/sandboxkit/sandboxkit/sandbox/agent/wire"
 )
 
 // The in-memory workspace. It gives the file operations of the agent
@@ -72,34 +73,34 @@ var (
 	errInvalid  = errors.New("invalid argument")
 )
 
-func werr(code, format string, args ...any) *agent.WireError {
-	return &agent.WireError{Code: code, Message: fmt.Sprintf(format, args...)}
+func werr(code, format string, args ...any) *wire.WireError {
+	return &wire.WireError{Code: code, Message: fmt.Sprintf(format, args...)}
 }
 
 // fsError maps a walk error to the coded error the agent sends for the
 // same condition.
-func fsError(p string, err error) *agent.WireError {
-	var we *agent.WireError
+func fsError(p string, err error) *wire.WireError {
+	var we *wire.WireError
 	if errors.As(err, &we) {
 		return we
 	}
 	switch {
 	case errors.Is(err, errEscape):
-		return werr(agent.CodePathEscape, "path %q resolves outside the workspace (through \"..\" or a symbolic link): access denied", p)
+		return werr(wire.CodePathEscape, "path %q resolves outside the workspace (through \"..\" or a symbolic link): access denied", p)
 	case errors.Is(err, errNotExist):
-		return werr(agent.CodeNotFound, "%q does not exist", p)
+		return werr(wire.CodeNotFound, "%q does not exist", p)
 	case errors.Is(err, errExist):
-		return werr(agent.CodeExists, "%q already exists", p)
+		return werr(wire.CodeExists, "%q already exists", p)
 	case errors.Is(err, errNotDir):
-		return werr(agent.CodeNotDir, "a component of %q is not a directory", p)
+		return werr(wire.CodeNotDir, "a component of %q is not a directory", p)
 	case errors.Is(err, errIsDir):
-		return werr(agent.CodeIsDir, "%q is a directory", p)
+		return werr(wire.CodeIsDir, "%q is a directory", p)
 	case errors.Is(err, errLoop):
-		return werr(agent.CodePathEscape, "%q is a symbolic link loop or a link that cannot be followed safely", p)
+		return werr(wire.CodePathEscape, "%q is a symbolic link loop or a link that cannot be followed safely", p)
 	case errors.Is(err, errNotEmpty):
-		return werr(agent.CodeInvalidArgument, "directory %q is not empty: pass recursive to remove it with its contents", p)
+		return werr(wire.CodeInvalidArgument, "directory %q is not empty: pass recursive to remove it with its contents", p)
 	}
-	return werr(agent.CodeInternal, "%s: %v", p, err)
+	return werr(wire.CodeInternal, "%s: %v", p, err)
 }
 
 // memFS is the workspace. All methods lock mu: every operation is atomic,
@@ -119,12 +120,12 @@ func newMemFS(dir string) *memFS {
 }
 
 // rel is the agent's lexical check, with the same messages.
-func (m *memFS) rel(p string) (string, *agent.WireError) {
+func (m *memFS) rel(p string) (string, *wire.WireError) {
 	if strings.IndexByte(p, 0) >= 0 {
-		return "", werr(agent.CodeInvalidArgument, "path %q contains a NUL byte", p)
+		return "", werr(wire.CodeInvalidArgument, "path %q contains a NUL byte", p)
 	}
 	if !utf8.ValidString(p) {
-		return "", werr(agent.CodeInvalidArgument, "path %q is not valid UTF-8", p)
+		return "", werr(wire.CodeInvalidArgument, "path %q is not valid UTF-8", p)
 	}
 	if p == "" {
 		return ".", nil
@@ -135,13 +136,13 @@ func (m *memFS) rel(p string) (string, *agent.WireError) {
 			return ".", nil
 		}
 		if !strings.HasPrefix(c, m.dir+"/") {
-			return "", werr(agent.CodePathEscape, "path %q is outside the workspace: use a path relative to the workspace or under %s", p, m.dir)
+			return "", werr(wire.CodePathEscape, "path %q is outside the workspace: use a path relative to the workspace or under %s", p, m.dir)
 		}
 		return c[len(m.dir)+1:], nil
 	}
 	c := path.Clean(p)
 	if c == ".." || strings.HasPrefix(c, "../") {
-		return "", werr(agent.CodePathEscape, "path %q leads outside the workspace (%s): remove the \"..\" components", p, m.dir)
+		return "", werr(wire.CodePathEscape, "path %q leads outside the workspace (%s): remove the \"..\" components", p, m.dir)
 	}
 	return c, nil
 }
@@ -274,20 +275,20 @@ func (m *memFS) usage() int64 {
 	return total
 }
 
-func (m *memFS) checkQuota(p string, newSize, oldSize int64) *agent.WireError {
+func (m *memFS) checkQuota(p string, newSize, oldSize int64) *wire.WireError {
 	if m.fsize > 0 && newSize > m.fsize {
-		return werr(agent.CodeQuota, "writing %q would make it %d bytes, over the %d byte file size limit", p, newSize, m.fsize)
+		return werr(wire.CodeQuota, "writing %q would make it %d bytes, over the %d byte file size limit", p, newSize, m.fsize)
 	}
 	if m.disk > 0 {
 		if used := m.usage(); used-oldSize+newSize > m.disk {
-			return werr(agent.CodeQuota, "writing %q (%d bytes) would pass the workspace quota of %d bytes (%d in use): delete files first", p, newSize, m.disk, used)
+			return werr(wire.CodeQuota, "writing %q (%d bytes) would pass the workspace quota of %d bytes (%d in use): delete files first", p, newSize, m.disk, used)
 		}
 	}
 	return nil
 }
 
-func entryOf(rel string, n *node) agent.Entry {
-	e := agent.Entry{Path: rel, Size: n.size(), Mode: uint32(n.perm), ModTime: n.mtime.UnixNano()}
+func entryOf(rel string, n *node) wire.Entry {
+	e := wire.Entry{Path: rel, Size: n.size(), Mode: uint32(n.perm), ModTime: n.mtime.UnixNano()}
 	switch n.kind {
 	case kindFile:
 		e.Type = "file"
@@ -358,7 +359,7 @@ const defaultMaxRead = 8 << 20
 
 func isBinary(b []byte) bool { return bytes.IndexByte(b[:min(len(b), 8000)], 0) >= 0 }
 
-func (m *memFS) read(a agent.FSReadRequest) (any, *agent.WireError) {
+func (m *memFS) read(a wire.FSReadRequest) (any, *wire.WireError) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	rel, e := m.rel(a.Path)
@@ -370,17 +371,17 @@ func (m *memFS) read(a agent.FSReadRequest) (any, *agent.WireError) {
 		return nil, fsError(a.Path, err)
 	}
 	if n.kind == kindDir {
-		return nil, werr(agent.CodeIsDir, "%q is a directory: list it instead of reading it", a.Path)
+		return nil, werr(wire.CodeIsDir, "%q is a directory: list it instead of reading it", a.Path)
 	}
 	max := a.MaxBytes
 	if max <= 0 {
 		max = defaultMaxRead
 	}
 	size := int64(len(n.data))
-	rep := agent.FSReadReply{Size: size}
+	rep := wire.FSReadReply{Size: size}
 	if a.Limit <= 0 && a.Offset <= 0 {
 		if size > max {
-			return nil, werr(agent.CodeTooLarge, "%q is %d bytes, over the %d byte read limit: read a range of lines (offset/limit) or copy it out", a.Path, size, max)
+			return nil, werr(wire.CodeTooLarge, "%q is %d bytes, over the %d byte read limit: read a range of lines (offset/limit) or copy it out", a.Path, size, max)
 		}
 		rep.Data = bytes.Clone(n.data)
 		if rep.Data == nil {
@@ -420,19 +421,19 @@ func (m *memFS) read(a agent.FSReadRequest) (any, *agent.WireError) {
 	return rep, nil
 }
 
-func (m *memFS) write(a agent.FSWriteRequest) (any, *agent.WireError) {
+func (m *memFS) write(a wire.FSWriteRequest) (any, *wire.WireError) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.writeLocked(a)
 }
 
-func (m *memFS) writeLocked(a agent.FSWriteRequest) (any, *agent.WireError) {
+func (m *memFS) writeLocked(a wire.FSWriteRequest) (any, *wire.WireError) {
 	rel, e := m.rel(a.Path)
 	if e != nil {
 		return nil, e
 	}
 	if rel == "." {
-		return nil, werr(agent.CodeIsDir, "%q is the workspace directory: give a file name", a.Path)
+		return nil, werr(wire.CodeIsDir, "%q is the workspace directory: give a file name", a.Path)
 	}
 	mode := fs.FileMode(a.Mode) & 0o777
 	l, err := m.walk(rel, false)
@@ -443,7 +444,7 @@ func (m *memFS) writeLocked(a agent.FSWriteRequest) (any, *agent.WireError) {
 	if err == nil && l.node != nil {
 		switch l.node.kind {
 		case kindDir:
-			return nil, werr(agent.CodeIsDir, "%q is a directory", a.Path)
+			return nil, werr(wire.CodeIsDir, "%q is a directory", a.Path)
 		case kindLink:
 			// Write through the link, where it stays inside.
 			t, terr := m.walk(rel, true)
@@ -488,7 +489,7 @@ func (m *memFS) writeLocked(a agent.FSWriteRequest) (any, *agent.WireError) {
 }
 
 // put stores the data at l (an existing file or a free name).
-func (m *memFS) put(a agent.FSWriteRequest, l loc, rel string, oldSize int64, mode fs.FileMode) (any, *agent.WireError) {
+func (m *memFS) put(a wire.FSWriteRequest, l loc, rel string, oldSize int64, mode fs.FileMode) (any, *wire.WireError) {
 	newSize := int64(len(a.Data))
 	if a.Append {
 		newSize += oldSize
@@ -500,19 +501,19 @@ func (m *memFS) put(a agent.FSWriteRequest, l loc, rel string, oldSize int64, mo
 	if a.Append && l.node != nil {
 		l.node.data = append(l.node.data, a.Data...)
 		l.node.mtime = now
-		return agent.Entry{Path: rel, Type: "file", Size: newSize, Mode: uint32(mode)}, nil
+		return wire.Entry{Path: rel, Type: "file", Size: newSize, Mode: uint32(mode)}, nil
 	}
 	// A new node, as the agent's write-and-rename makes a new inode.
 	l.parent.kids[l.name] = &node{kind: kindFile, perm: mode, data: bytes.Clone(a.Data), mtime: now}
 	l.parent.mtime = now
-	return agent.Entry{Path: rel, Type: "file", Size: newSize, Mode: uint32(mode)}, nil
+	return wire.Entry{Path: rel, Type: "file", Size: newSize, Mode: uint32(mode)}, nil
 }
 
-func (m *memFS) edit(a agent.FSEditRequest) (any, *agent.WireError) {
+func (m *memFS) edit(a wire.FSEditRequest) (any, *wire.WireError) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if a.Old == "" {
-		return nil, werr(agent.CodeInvalidArgument, "old text is empty: give the exact text to replace (use write to create a file)")
+		return nil, werr(wire.CodeInvalidArgument, "old text is empty: give the exact text to replace (use write to create a file)")
 	}
 	rel, e := m.rel(a.Path)
 	if e != nil {
@@ -526,13 +527,13 @@ func (m *memFS) edit(a agent.FSEditRequest) (any, *agent.WireError) {
 		return nil, fsError(a.Path, err)
 	}
 	if isBinary(n.data) {
-		return nil, werr(agent.CodeBinary, "%q is a binary file: it cannot be edited as text", a.Path)
+		return nil, werr(wire.CodeBinary, "%q is a binary file: it cannot be edited as text", a.Path)
 	}
 	s := string(n.data)
 	count := strings.Count(s, a.Old)
 	switch {
 	case count == 0:
-		return nil, werr(agent.CodeNoMatch, "the old text was not found in %q: read the file and copy the exact text, including whitespace and indentation", a.Path)
+		return nil, werr(wire.CodeNoMatch, "the old text was not found in %q: read the file and copy the exact text, including whitespace and indentation", a.Path)
 	case count > 1 && !a.ReplaceAll:
 		var lines []string
 		off := 0
@@ -541,7 +542,7 @@ func (m *memFS) edit(a agent.FSEditRequest) (any, *agent.WireError) {
 			lines = append(lines, strconv.Itoa(strings.Count(s[:off+i], "\n")+1))
 			off += i + len(a.Old)
 		}
-		return nil, werr(agent.CodeAmbiguous, "the old text occurs %d times in %q (lines %s): include more surrounding text to make it unique, or set replace_all", count, a.Path, strings.Join(lines, ", "))
+		return nil, werr(wire.CodeAmbiguous, "the old text occurs %d times in %q (lines %s): include more surrounding text to make it unique, or set replace_all", count, a.Path, strings.Join(lines, ", "))
 	}
 	out := strings.Replace(s, a.Old, a.New, 1)
 	if a.ReplaceAll {
@@ -549,13 +550,13 @@ func (m *memFS) edit(a agent.FSEditRequest) (any, *agent.WireError) {
 	} else {
 		count = 1
 	}
-	if _, we := m.writeLocked(agent.FSWriteRequest{Path: a.Path, Data: []byte(out)}); we != nil {
+	if _, we := m.writeLocked(wire.FSWriteRequest{Path: a.Path, Data: []byte(out)}); we != nil {
 		return nil, we
 	}
-	return agent.FSEditReply{Replacements: count}, nil
+	return wire.FSEditReply{Replacements: count}, nil
 }
 
-func (m *memFS) statLocked(p string) (any, *agent.WireError) {
+func (m *memFS) statLocked(p string) (any, *wire.WireError) {
 	rel, e := m.rel(p)
 	if e != nil {
 		return nil, e
@@ -567,13 +568,13 @@ func (m *memFS) statLocked(p string) (any, *agent.WireError) {
 	return entryOf(rel, n), nil
 }
 
-func (m *memFS) stat(p string) (any, *agent.WireError) {
+func (m *memFS) stat(p string) (any, *wire.WireError) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.statLocked(p)
 }
 
-func (m *memFS) list(a agent.FSListRequest) (any, *agent.WireError) {
+func (m *memFS) list(a wire.FSListRequest) (any, *wire.WireError) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	rel, e := m.rel(a.Path)
@@ -585,14 +586,14 @@ func (m *memFS) list(a agent.FSListRequest) (any, *agent.WireError) {
 		return nil, fsError(a.Path, err)
 	}
 	if n.kind != kindDir {
-		return agent.FSListReply{Entries: []agent.Entry{entryOf(rel, n)}}, nil
+		return wire.FSListReply{Entries: []wire.Entry{entryOf(rel, n)}}, nil
 	}
 	depth := max(a.Depth, 1)
 	limit := a.Max
 	if limit <= 0 {
 		limit = 1000
 	}
-	rep := agent.FSListReply{Entries: []agent.Entry{}}
+	rep := wire.FSListReply{Entries: []wire.Entry{}}
 	base := strings.Count(rel, "/")
 	if rel == "." {
 		base = -1
@@ -620,7 +621,7 @@ func (m *memFS) list(a agent.FSListRequest) (any, *agent.WireError) {
 	return rep, nil
 }
 
-func (m *memFS) mkdir(p string) (any, *agent.WireError) {
+func (m *memFS) mkdir(p string) (any, *wire.WireError) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	rel, e := m.rel(p)
@@ -633,7 +634,7 @@ func (m *memFS) mkdir(p string) (any, *agent.WireError) {
 	return m.statLocked(p)
 }
 
-func (m *memFS) move(a agent.FSMoveRequest) (any, *agent.WireError) {
+func (m *memFS) move(a wire.FSMoveRequest) (any, *wire.WireError) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	from, e := m.rel(a.From)
@@ -645,7 +646,7 @@ func (m *memFS) move(a agent.FSMoveRequest) (any, *agent.WireError) {
 		return nil, e
 	}
 	if from == "." || to == "." {
-		return nil, werr(agent.CodeInvalidArgument, "cannot move the workspace directory itself")
+		return nil, werr(wire.CodeInvalidArgument, "cannot move the workspace directory itself")
 	}
 	src, err := m.walk(from, false)
 	if err == nil && src.node == nil {
@@ -658,18 +659,18 @@ func (m *memFS) move(a agent.FSMoveRequest) (any, *agent.WireError) {
 		// As the agent: refused before anything is removed or made.
 		dst, err := m.walk(to, false)
 		if (err == nil && dst.node == src.node) || m.below(src.node, path.Dir(to)) {
-			return nil, werr(agent.CodeInvalidArgument, "cannot move directory %q into itself (%q is inside it): choose a destination outside %q", a.From, a.To, a.From)
+			return nil, werr(wire.CodeInvalidArgument, "cannot move directory %q into itself (%q is inside it): choose a destination outside %q", a.From, a.To, a.From)
 		}
 	}
 	if dst, err := m.walk(to, false); err == nil && dst.node != nil {
 		if !a.Overwrite {
-			return nil, werr(agent.CodeExists, "destination %q already exists: set overwrite to replace it", a.To)
+			return nil, werr(wire.CodeExists, "destination %q already exists: set overwrite to replace it", a.To)
 		}
 		if dst.node.kind == kindDir {
 			// As the agent: replacing a directory that holds the source
 			// would delete the source with it.
 			if m.below(dst.node, path.Dir(from)) {
-				return nil, werr(agent.CodeInvalidArgument, "cannot move %q onto %q: %q contains it, and replacing it would delete %q first; choose another destination", a.From, a.To, a.To, a.From)
+				return nil, werr(wire.CodeInvalidArgument, "cannot move %q onto %q: %q contains it, and replacing it would delete %q first; choose another destination", a.From, a.To, a.To, a.From)
 			}
 			delete(dst.parent.kids, dst.name)
 		}
@@ -726,7 +727,7 @@ func (m *memFS) inside(dir, top *node) bool {
 	return false
 }
 
-func (m *memFS) copy(a agent.FSMoveRequest) (any, *agent.WireError) {
+func (m *memFS) copy(a wire.FSMoveRequest) (any, *wire.WireError) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	from, e := m.rel(a.From)
@@ -742,13 +743,13 @@ func (m *memFS) copy(a agent.FSMoveRequest) (any, *agent.WireError) {
 		return nil, fsError(a.From, err)
 	}
 	if dst, err := m.walk(to, false); err == nil && dst.node != nil && !a.Overwrite {
-		return nil, werr(agent.CodeExists, "destination %q already exists: set overwrite to replace it", a.To)
+		return nil, werr(wire.CodeExists, "destination %q already exists: set overwrite to replace it", a.To)
 	}
 	if src.kind == kindDir && (to == from || strings.HasPrefix(to, from+"/") || from == "." || m.below(src, to)) {
-		return nil, werr(agent.CodeInvalidArgument, "cannot copy %q into itself", a.From)
+		return nil, werr(wire.CodeInvalidArgument, "cannot copy %q into itself", a.From)
 	}
-	copyFile := func(n *node, dst string) *agent.WireError {
-		_, we := m.writeLocked(agent.FSWriteRequest{Path: dst, Data: n.data, Mode: uint32(n.perm)})
+	copyFile := func(n *node, dst string) *wire.WireError {
+		_, we := m.writeLocked(wire.FSWriteRequest{Path: dst, Data: n.data, Mode: uint32(n.perm)})
 		return we
 	}
 	if src.kind != kindDir {
@@ -790,7 +791,7 @@ func (m *memFS) copy(a agent.FSMoveRequest) (any, *agent.WireError) {
 	return m.statLocked(a.To)
 }
 
-func (m *memFS) remove(a agent.FSPathRequest) (any, *agent.WireError) {
+func (m *memFS) remove(a wire.FSPathRequest) (any, *wire.WireError) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	rel, e := m.rel(a.Path)
@@ -798,7 +799,7 @@ func (m *memFS) remove(a agent.FSPathRequest) (any, *agent.WireError) {
 		return nil, e
 	}
 	if rel == "." {
-		return nil, werr(agent.CodeInvalidArgument, "refusing to remove the workspace directory itself")
+		return nil, werr(wire.CodeInvalidArgument, "refusing to remove the workspace directory itself")
 	}
 	l, err := m.walk(rel, false)
 	if err == nil && l.node == nil {
@@ -815,7 +816,7 @@ func (m *memFS) remove(a agent.FSPathRequest) (any, *agent.WireError) {
 	return struct{}{}, nil
 }
 
-func (m *memFS) chmod(a agent.FSChmodRequest) (any, *agent.WireError) {
+func (m *memFS) chmod(a wire.FSChmodRequest) (any, *wire.WireError) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	rel, e := m.rel(a.Path)
@@ -823,7 +824,7 @@ func (m *memFS) chmod(a agent.FSChmodRequest) (any, *agent.WireError) {
 		return nil, e
 	}
 	if a.Mode > 0o777 {
-		return nil, werr(agent.CodeInvalidArgument, "mode %#o is not allowed: only permission bits (0-0777) can be set; setuid, setgid and sticky bits are refused", a.Mode)
+		return nil, werr(wire.CodeInvalidArgument, "mode %#o is not allowed: only permission bits (0-0777) can be set; setuid, setgid and sticky bits are refused", a.Mode)
 	}
 	n, err := m.lookup(rel, true)
 	if err != nil {
@@ -852,14 +853,14 @@ func (m *memFS) symlink(target, p string) error {
 	return nil
 }
 
-func (m *memFS) glob(a agent.FSGlobRequest) (any, *agent.WireError) {
+func (m *memFS) glob(a wire.FSGlobRequest) (any, *wire.WireError) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if a.Pattern == "" {
-		return nil, werr(agent.CodeInvalidArgument, "glob pattern is empty: try \"*.py\" or \"src/**/*.go\"")
+		return nil, werr(wire.CodeInvalidArgument, "glob pattern is empty: try \"*.py\" or \"src/**/*.go\"")
 	}
 	if _, err := path.Match(strings.ReplaceAll(a.Pattern, "**", "*"), ""); err != nil {
-		return nil, werr(agent.CodeInvalidArgument, "bad glob pattern %q: %v", a.Pattern, err)
+		return nil, werr(wire.CodeInvalidArgument, "bad glob pattern %q: %v", a.Pattern, err)
 	}
 	rel, e := m.rel(a.Path)
 	if e != nil {
@@ -869,7 +870,7 @@ func (m *memFS) glob(a agent.FSGlobRequest) (any, *agent.WireError) {
 	if limit <= 0 {
 		limit = 1000
 	}
-	rep := agent.FSGlobReply{Paths: []string{}}
+	rep := wire.FSGlobReply{Paths: []string{}}
 	err := m.walkFrom(rel, func(p string, n *node) error {
 		if n.kind == kindDir && p != rel && (path.Base(p) == ".git" || path.Base(p) == "node_modules") {
 			return fs.SkipDir
@@ -881,7 +882,7 @@ func (m *memFS) glob(a agent.FSGlobRequest) (any, *agent.WireError) {
 		if sub == "" || sub == "." {
 			return nil
 		}
-		if agent.GlobMatch(a.Pattern, sub) {
+		if agentserver.GlobMatch(a.Pattern, sub) {
 			if len(rep.Paths) >= limit {
 				rep.Truncated = true
 				return fs.SkipAll

@@ -12,7 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/sandboxkit/sandboxkit/sandbox/agent"
+	"github.com/sandboxkit/sandboxkit/sandbox/agent/wire"
 )
 
 // serveKernel plays the Python kernel driver (sandbox/pykernel/driver.py)
@@ -20,13 +20,13 @@ import (
 // says it is ready, then answers each run request from the script with the
 // driver's JSON-lines messages. A SIGINT ends a hanging cell with
 // KeyboardInterrupt, as the real driver does.
-func (s *server) serveKernel(r *request, a agent.ExecRequest) (any, *agent.WireError) {
+func (s *server) serveKernel(r *request, a wire.ExecRequest) (any, *wire.WireError) {
 	pid := s.pid()
 	start := time.Now()
 	interrupts := make(chan struct{}, 1)
 	killed := make(chan struct{})
 	var killOnce sync.Once
-	r.setSignalHandler(func(sr agent.SignalRequest) {
+	r.setSignalHandler(func(sr wire.SignalRequest) {
 		switch syscall.Signal(sr.Signal) {
 		case syscall.SIGINT:
 			select {
@@ -37,9 +37,9 @@ func (s *server) serveKernel(r *request, a agent.ExecRequest) (any, *agent.WireE
 			killOnce.Do(func() { close(killed) })
 		}
 	})
-	r.event(agent.Event{Kind: "started", PID: pid})
-	exit := func(code int, sig string) (any, *agent.WireError) {
-		return agent.ExecReply{PID: pid, ExitCode: code, Signal: sig, DurationNs: time.Since(start).Nanoseconds()}, nil
+	r.event(wire.Event{Kind: "started", PID: pid})
+	exit := func(code int, sig string) (any, *wire.WireError) {
+		return wire.ExecReply{PID: pid, ExitCode: code, Signal: sig, DurationNs: time.Since(start).Nanoseconds()}, nil
 	}
 	in := bufio.NewReader(r)
 	var hdr [8]byte
@@ -55,7 +55,7 @@ func (s *server) serveKernel(r *request, a agent.ExecRequest) (any, *agent.WireE
 	}
 	send := func(v any) bool {
 		b, _ := json.Marshal(v)
-		return r.sendData(agent.FrameStdout, append(b, '\n'))
+		return r.sendData(wire.FrameStdout, append(b, '\n'))
 	}
 	if !send(map[string]any{"t": "ready", "pid": pid, "version": "3.12.0", "executable": "/usr/bin/python3"}) {
 		return exit(137, "SIGKILL")

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/sandboxkit/sandboxkit/sandbox"
-	"github.com/sandboxkit/sandboxkit/sandbox/agent"
+	"github.com/sandboxkit/sandboxkit/sandbox/agent/wire"
 )
 
 // Kind says what a recorded call was.
@@ -111,7 +111,7 @@ func (r *recorder) all() []Call {
 // returns.
 type Workspace struct{ m *memFS }
 
-func wsErr(op string, e *agent.WireError) error {
+func wsErr(op string, e *wire.WireError) error {
 	if e == nil {
 		return nil
 	}
@@ -121,17 +121,17 @@ func wsErr(op string, e *agent.WireError) error {
 // WriteFile creates or replaces a file (parents are made); mode 0 means
 // 0644, or the mode of the file it replaces.
 func (w *Workspace) WriteFile(path string, data []byte, mode fs.FileMode) error {
-	_, e := w.m.write(agent.FSWriteRequest{Path: path, Data: data, Mode: uint32(mode)})
+	_, e := w.m.write(wire.FSWriteRequest{Path: path, Data: data, Mode: uint32(mode)})
 	return wsErr("Workspace.WriteFile", e)
 }
 
 // ReadFile returns a file's content.
 func (w *Workspace) ReadFile(path string) ([]byte, error) {
-	rep, e := w.m.read(agent.FSReadRequest{Path: path, MaxBytes: 1 << 62})
+	rep, e := w.m.read(wire.FSReadRequest{Path: path, MaxBytes: 1 << 62})
 	if e != nil {
 		return nil, wsErr("Workspace.ReadFile", e)
 	}
-	return rep.(agent.FSReadReply).Data, nil
+	return rep.(wire.FSReadReply).Data, nil
 }
 
 // Mode returns the permission bits of a file or directory (links followed).
@@ -152,7 +152,7 @@ func (w *Workspace) Mode(path string) (fs.FileMode, error) {
 // Symlink makes path a symbolic link to target (as `ln -s target path`).
 func (w *Workspace) Symlink(target, path string) error {
 	if err := w.m.symlink(target, path); err != nil {
-		if we, ok := err.(*agent.WireError); ok {
+		if we, ok := err.(*wire.WireError); ok {
 			return wsErr("Workspace.Symlink", we)
 		}
 		return err
@@ -168,7 +168,7 @@ func (w *Workspace) Mkdir(path string) error {
 
 // Remove deletes a file, or a directory with everything in it.
 func (w *Workspace) Remove(path string) error {
-	_, e := w.m.remove(agent.FSPathRequest{Path: path, Recursive: true})
+	_, e := w.m.remove(wire.FSPathRequest{Path: path, Recursive: true})
 	return wsErr("Workspace.Remove", e)
 }
 

@@ -10,7 +10,8 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/sandboxkit/sandboxkit/sandbox/agent"
+	agentserver "github.com/sandboxkit/sandboxkit/sandbox/agent/server"
+	"github.com/sandboxkit/sandboxkit/sandbox/agent/wire"
 )
 
 const (
@@ -18,12 +19,12 @@ const (
 	maxSearchFile     = 32 << 20
 )
 
-func (m *memFS) search(ctx context.Context, a agent.FSSearchRequest) (any, *agent.WireError) {
+func (m *memFS) search(ctx context.Context, a wire.FSSearchRequest) (any, *wire.WireError) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	// The agent's own line matcher: the same semantics (per line, linear
 	// in the input) by construction.
-	lm, e := agent.NewLineMatcher(a.Pattern, a.IgnoreCase)
+	lm, e := agentserver.NewLineMatcher(a.Pattern, a.IgnoreCase)
 	if e != nil {
 		return nil, e
 	}
@@ -33,14 +34,14 @@ func (m *memFS) search(ctx context.Context, a agent.FSSearchRequest) (any, *agen
 	}
 	for _, g := range append(append([]string{}, a.Include...), a.Exclude...) {
 		if _, err := path.Match(strings.ReplaceAll(g, "**", "*"), ""); err != nil {
-			return nil, werr(agent.CodeInvalidArgument, "bad glob %q: %v", g, err)
+			return nil, werr(wire.CodeInvalidArgument, "bad glob %q: %v", g, err)
 		}
 	}
 	limit := a.MaxResults
 	if limit <= 0 {
 		limit = defaultMaxResults
 	}
-	rep := agent.FSSearchReply{Matches: []agent.Match{}}
+	rep := wire.FSSearchReply{Matches: []wire.Match{}}
 	total := 0
 	walkErr := m.walkFrom(rel, func(p string, n *node) error {
 		if n.kind == kindDir {
@@ -52,7 +53,7 @@ func (m *memFS) search(ctx context.Context, a agent.FSSearchRequest) (any, *agen
 		if n.kind != kindFile {
 			return nil
 		}
-		if !agent.SearchSelects(rel, p, a.Include, a.Exclude) {
+		if !agentserver.SearchSelects(rel, p, a.Include, a.Exclude) {
 			return nil
 		}
 		if total > limit || ctx.Err() != nil {
@@ -85,7 +86,7 @@ func (m *memFS) search(ctx context.Context, a agent.FSSearchRequest) (any, *agen
 		return nil, fsError(a.Path, walkErr)
 	}
 	if ctx.Err() != nil {
-		return nil, werr(agent.CodeCanceled, "search %q cancelled", a.Pattern)
+		return nil, werr(wire.CodeCanceled, "search %q cancelled", a.Pattern)
 	}
 	if total > limit {
 		rep.Truncated = true
@@ -95,7 +96,7 @@ func (m *memFS) search(ctx context.Context, a agent.FSSearchRequest) (any, *agen
 
 // copyIn extracts a tar stream into dir, with the agent's confinement of
 // entry names and its limits.
-func (m *memFS) copyIn(dir string, in io.Reader) (any, *agent.WireError) {
+func (m *memFS) copyIn(dir string, in io.Reader) (any, *wire.WireError) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	base, e := m.rel(dir)
@@ -110,20 +111,20 @@ func (m *memFS) copyIn(dir string, in io.Reader) (any, *agent.WireError) {
 		used = m.usage()
 	}
 	tr := tar.NewReader(in)
-	var rep agent.FSCopyReply
+	var rep wire.FSCopyReply
 	for {
 		h, err := tr.Next()
 		if err == io.EOF {
 			return rep, nil
 		}
 		if err != nil {
-			return nil, werr(agent.CodeInvalidArgument, "reading the tar stream: %v", err)
+			return nil, werr(wire.CodeInvalidArgument, "reading the tar stream: %v", err)
 		}
 		name := path.Clean(h.Name)
 		if path.IsAbs(name) || name == ".." || strings.HasPrefix(name, "../") || !utf8.ValidString(name) {
-			return nil, werr(agent.CodePathEscape, "tar entry %q leads outside the destination", h.Name)
+			return nil, werr(wire.CodePathEscape, "tar entry %q leads outside the destination", h.Name)
 		}
-		if e := agent.CheckEntryName(h.Name); e != nil {
+		if e := agentserver.CheckEntryName(h.Name); e != nil {
 			return nil, e
 		}
 		target := path.Join(base, name)
@@ -140,14 +141,14 @@ func (m *memFS) copyIn(dir string, in io.Reader) (any, *agent.WireError) {
 			}
 		case tar.TypeReg:
 			if m.fsize > 0 && h.Size > m.fsize {
-				return nil, werr(agent.CodeQuota, "tar entry %q is %d bytes, over the %d byte file size limit", h.Name, h.Size, m.fsize)
+				return nil, werr(wire.CodeQuota, "tar entry %q is %d bytes, over the %d byte file size limit", h.Name, h.Size, m.fsize)
 			}
 			if used >= 0 && used+h.Size > m.disk {
-				return nil, werr(agent.CodeQuota, "tar entry %q would pass the workspace quota of %d bytes", h.Name, m.disk)
+				return nil, werr(wire.CodeQuota, "tar entry %q would pass the workspace quota of %d bytes", h.Name, m.disk)
 			}
 			data, err := io.ReadAll(tr)
 			if err != nil {
-				return nil, werr(agent.CodeInvalidArgument, "reading the tar stream: %v", err)
+				return nil, werr(wire.CodeInvalidArgument, "reading the tar stream: %v", err)
 			}
 			l, err := m.walk(target, true)
 			if err == nil && l.node != nil && l.node.kind == kindDir {
@@ -181,7 +182,7 @@ func (m *memFS) copyIn(dir string, in io.Reader) (any, *agent.WireError) {
 		case tar.TypeLink:
 			old := path.Clean(h.Linkname)
 			if path.IsAbs(old) || old == ".." || strings.HasPrefix(old, "../") {
-				return nil, werr(agent.CodePathEscape, "tar hard link %q -> %q leads outside the destination", h.Name, h.Linkname)
+				return nil, werr(wire.CodePathEscape, "tar hard link %q -> %q leads outside the destination", h.Name, h.Linkname)
 			}
 			src, err := m.lookup(path.Join(base, old), false)
 			if err == nil && src.kind == kindDir {
@@ -203,7 +204,7 @@ func (m *memFS) copyIn(dir string, in io.Reader) (any, *agent.WireError) {
 }
 
 // copyOut writes path (a file or a tree) as a tar stream to w.
-func (m *memFS) copyOut(p string, w io.Writer) (any, *agent.WireError) {
+func (m *memFS) copyOut(p string, w io.Writer) (any, *wire.WireError) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	rel, e := m.rel(p)
@@ -215,7 +216,7 @@ func (m *memFS) copyOut(p string, w io.Writer) (any, *agent.WireError) {
 		return nil, fsError(p, err)
 	}
 	tw := tar.NewWriter(w)
-	var rep agent.FSCopyReply
+	var rep wire.FSCopyReply
 	add := func(name string, n *node) error {
 		h := &tar.Header{Name: name, Mode: int64(n.perm), ModTime: n.mtime, Format: tar.FormatPAX}
 		switch n.kind {
@@ -256,7 +257,7 @@ func (m *memFS) copyOut(p string, w io.Writer) (any, *agent.WireError) {
 		err = tw.Close()
 	}
 	if err != nil {
-		return nil, werr(agent.CodeCanceled, "copying %q out: %v", p, err)
+		return nil, werr(wire.CodeCanceled, "copying %q out: %v", p, err)
 	}
 	return rep, nil
 }

@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sandboxkit/sandboxkit/sandbox/agent"
+	"github.com/sandboxkit/sandboxkit/sandbox/agent/wire"
 )
 
 // server is the fake agent: it speaks the real agent protocol (package
@@ -25,7 +25,7 @@ type server struct {
 
 	wmu   sync.Mutex
 	dead  bool
-	hello agent.Hello
+	hello wire.Hello
 
 	mu       sync.Mutex
 	reqs     map[uint32]*request
@@ -51,7 +51,7 @@ type request struct {
 	pending []byte // read but not yet consumed by Read
 
 	sigMu    sync.Mutex
-	onSignal func(agent.SignalRequest)
+	onSignal func(wire.SignalRequest)
 }
 
 const chunkSize = 32 << 10
@@ -60,13 +60,13 @@ func newServer(conn io.ReadWriteCloser, fk *Fake, fs *memFS) *server {
 	return &server{conn: conn, fk: fk, fs: fs, reqs: map[uint32]*request{}, nextPID: 100, jobs: newJobTable()}
 }
 
-func (s *server) send(id uint32, t agent.FrameType, payload []byte) error {
+func (s *server) send(id uint32, t wire.FrameType, payload []byte) error {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	if s.dead {
 		return io.ErrClosedPipe
 	}
-	if err := agent.WriteFrame(s.conn, id, t, payload); err != nil {
+	if err := wire.WriteFrame(s.conn, id, t, payload); err != nil {
 		s.dead = true
 		return err
 	}
@@ -75,7 +75,7 @@ func (s *server) send(id uint32, t agent.FrameType, payload []byte) error {
 
 func (s *server) reply(id uint32, v any) error {
 	b, _ := json.Marshal(v)
-	return s.send(id, agent.FrameReply, b)
+	return s.send(id, wire.FrameReply, b)
 }
 
 func (s *server) pid() int {
@@ -88,15 +88,15 @@ func (s *server) pid() int {
 // serve runs until the stream closes, then ends every request.
 func (s *server) serve() error {
 	defer s.shutdown()
-	f, err := agent.ReadFrame(s.conn)
+	f, err := wire.ReadFrame(s.conn)
 	if err != nil {
 		return err
 	}
-	if f.Type != agent.FrameHello {
-		return fmt.Errorf("%w: first frame is %s, want hello", agent.ErrProtocol, f.Type)
+	if f.Type != wire.FrameHello {
+		return fmt.Errorf("%w: first frame is %s, want hello", wire.ErrProtocol, f.Type)
 	}
 	if err := json.Unmarshal(f.Payload, &s.hello); err != nil {
-		return fmt.Errorf("%w: bad hello: %v", agent.ErrProtocol, err)
+		return fmt.Errorf("%w: bad hello: %v", wire.ErrProtocol, err)
 	}
 	s.fk.mu.Lock()
 	s.fk.env = s.hello.Env
@@ -105,7 +105,7 @@ func (s *server) serve() error {
 	s.fs.dir = s.hello.Workspace
 	s.fs.fsize, s.fs.disk = s.hello.FileSizeBytes, s.hello.DiskBytes
 	s.fs.mu.Unlock()
-	rep := agent.HelloReply{Version: agent.Version, PID: 1, PID1: true, UID: 1000, Hostname: "fake"}
+	rep := wire.HelloReply{Version: wire.Version, PID: 1, PID1: true, UID: 1000, Hostname: "fake"}
 	if !s.fk.cfg.noPython {
 		rep.Python = "/usr/bin/python3"
 	}
@@ -113,12 +113,12 @@ func (s *server) serve() error {
 		rep.Bash = "/bin/bash"
 	}
 	res, _ := json.Marshal(rep)
-	msg, _ := json.Marshal(agent.Reply{Result: res})
-	if err := s.send(0, agent.FrameHelloOK, msg); err != nil {
+	msg, _ := json.Marshal(wire.Reply{Result: res})
+	if err := s.send(0, wire.FrameHelloOK, msg); err != nil {
 		return err
 	}
 	for {
-		f, err := agent.ReadFrame(s.conn)
+		f, err := wire.ReadFrame(s.conn)
 		if err != nil {
 			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrClosedPipe) {
 				return nil
@@ -145,27 +145,27 @@ func (s *server) shutdown() {
 	s.handlers.Wait()
 }
 
-func (s *server) dispatch(f agent.Frame) error {
+func (s *server) dispatch(f wire.Frame) error {
 	switch f.Type {
-	case agent.FrameRequest:
-		var req agent.Request
+	case wire.FrameRequest:
+		var req wire.Request
 		if err := json.Unmarshal(f.Payload, &req); err != nil {
-			return s.reply(f.ID, agent.Reply{Error: werr(agent.CodeInvalidArgument, "malformed request: %v", err)})
+			return s.reply(f.ID, wire.Reply{Error: werr(wire.CodeInvalidArgument, "malformed request: %v", err)})
 		}
 		ctx, cancel := context.WithCancel(context.Background())
-		r := &request{id: f.ID, s: s, ctx: ctx, cancel: cancel, credit: agent.Window, in: make(chan []byte, agent.Window/chunkSize+8)}
+		r := &request{id: f.ID, s: s, ctx: ctx, cancel: cancel, credit: wire.Window, in: make(chan []byte, wire.Window/chunkSize+8)}
 		r.cond = sync.NewCond(&r.cmu)
 		s.mu.Lock()
 		if _, dup := s.reqs[f.ID]; dup {
 			s.mu.Unlock()
 			cancel()
-			return fmt.Errorf("%w: duplicate request id %d", agent.ErrProtocol, f.ID)
+			return fmt.Errorf("%w: duplicate request id %d", wire.ErrProtocol, f.ID)
 		}
 		s.reqs[f.ID] = r
 		s.handlers.Add(1)
 		s.mu.Unlock()
 		go s.handle(r, req)
-	case agent.FrameStdin, agent.FrameStdinClose, agent.FrameCancel, agent.FrameSignal, agent.FrameAck:
+	case wire.FrameStdin, wire.FrameStdinClose, wire.FrameCancel, wire.FrameSignal, wire.FrameAck:
 		s.mu.Lock()
 		r := s.reqs[f.ID]
 		s.mu.Unlock()
@@ -173,20 +173,20 @@ func (s *server) dispatch(f agent.Frame) error {
 			return nil
 		}
 		switch f.Type {
-		case agent.FrameStdin:
+		case wire.FrameStdin:
 			select {
 			case r.in <- f.Payload:
 			default:
-				return fmt.Errorf("%w: request %d sent past its flow-control window", agent.ErrProtocol, f.ID)
+				return fmt.Errorf("%w: request %d sent past its flow-control window", wire.ErrProtocol, f.ID)
 			}
-		case agent.FrameStdinClose:
+		case wire.FrameStdinClose:
 			r.inOnce.Do(func() { close(r.in) })
-		case agent.FrameCancel:
+		case wire.FrameCancel:
 			r.cancel()
-		case agent.FrameSignal:
-			var sr agent.SignalRequest
+		case wire.FrameSignal:
+			var sr wire.SignalRequest
 			if err := json.Unmarshal(f.Payload, &sr); err != nil {
-				return fmt.Errorf("%w: bad signal frame: %v", agent.ErrProtocol, err)
+				return fmt.Errorf("%w: bad signal frame: %v", wire.ErrProtocol, err)
 			}
 			r.sigMu.Lock()
 			h := r.onSignal
@@ -194,9 +194,9 @@ func (s *server) dispatch(f agent.Frame) error {
 			if h != nil {
 				h(sr)
 			}
-		case agent.FrameAck:
+		case wire.FrameAck:
 			if len(f.Payload) != 4 {
-				return fmt.Errorf("%w: ack of %d bytes", agent.ErrProtocol, len(f.Payload))
+				return fmt.Errorf("%w: ack of %d bytes", wire.ErrProtocol, len(f.Payload))
 			}
 			r.cmu.Lock()
 			r.credit += int(binary.BigEndian.Uint32(f.Payload))
@@ -204,12 +204,12 @@ func (s *server) dispatch(f agent.Frame) error {
 			r.cmu.Unlock()
 		}
 	default:
-		return fmt.Errorf("%w: unexpected %s frame from client", agent.ErrProtocol, f.Type)
+		return fmt.Errorf("%w: unexpected %s frame from client", wire.ErrProtocol, f.Type)
 	}
 	return nil
 }
 
-func (r *request) setSignalHandler(h func(agent.SignalRequest)) {
+func (r *request) setSignalHandler(h func(wire.SignalRequest)) {
 	r.sigMu.Lock()
 	r.onSignal = h
 	r.sigMu.Unlock()
@@ -224,7 +224,7 @@ func (r *request) readInput() ([]byte, bool) {
 		}
 		var a [4]byte
 		binary.BigEndian.PutUint32(a[:], uint32(len(b)))
-		_ = r.s.send(r.id, agent.FrameAck, a[:])
+		_ = r.s.send(r.id, wire.FrameAck, a[:])
 		return b, true
 	case <-r.ctx.Done():
 		return nil, false
@@ -249,7 +249,7 @@ func (r *request) Read(p []byte) (int, error) {
 }
 
 // sendData streams bytes to the client in chunks within the credit.
-func (r *request) sendData(t agent.FrameType, b []byte) bool {
+func (r *request) sendData(t wire.FrameType, b []byte) bool {
 	for len(b) > 0 {
 		n := min(len(b), chunkSize)
 		r.cmu.Lock()
@@ -276,18 +276,18 @@ func (r *request) sendData(t agent.FrameType, b []byte) bool {
 
 // Write streams p as stdout data (for tar output).
 func (r *request) Write(p []byte) (int, error) {
-	if !r.sendData(agent.FrameStdout, p) {
+	if !r.sendData(wire.FrameStdout, p) {
 		return 0, context.Canceled
 	}
 	return len(p), nil
 }
 
-func (r *request) event(e agent.Event) {
+func (r *request) event(e wire.Event) {
 	b, _ := json.Marshal(e)
-	_ = r.s.send(r.id, agent.FrameEvent, b)
+	_ = r.s.send(r.id, wire.FrameEvent, b)
 }
 
-func (s *server) handle(r *request, req agent.Request) {
+func (s *server) handle(r *request, req wire.Request) {
 	defer s.handlers.Done()
 	stop := context.AfterFunc(r.ctx, func() {
 		r.cmu.Lock()
@@ -296,22 +296,22 @@ func (s *server) handle(r *request, req agent.Request) {
 	})
 	defer stop()
 	var result any
-	var we *agent.WireError
+	var we *wire.WireError
 	func() {
 		defer func() {
 			if p := recover(); p != nil {
-				we = werr(agent.CodeInternal, "fake agent failed while handling %q: %v", req.Op, p)
+				we = werr(wire.CodeInternal, "fake agent failed while handling %q: %v", req.Op, p)
 			}
 		}()
 		result, we = s.call(r, req)
 	}()
-	var rep agent.Reply
+	var rep wire.Reply
 	if we != nil {
 		rep.Error = we
 	} else if result != nil {
 		b, err := json.Marshal(result)
 		if err != nil {
-			rep.Error = werr(agent.CodeInternal, "encoding reply: %v", err)
+			rep.Error = werr(wire.CodeInternal, "encoding reply: %v", err)
 		} else {
 			rep.Result = b
 		}
@@ -323,23 +323,23 @@ func (s *server) handle(r *request, req agent.Request) {
 	_ = s.reply(r.id, rep)
 }
 
-func decodeArgs[T any](req agent.Request) (T, *agent.WireError) {
+func decodeArgs[T any](req wire.Request) (T, *wire.WireError) {
 	var v T
 	if len(req.Args) == 0 {
 		return v, nil
 	}
 	if err := json.Unmarshal(req.Args, &v); err != nil {
-		return v, werr(agent.CodeInvalidArgument, "bad arguments for %s: %v", req.Op, err)
+		return v, werr(wire.CodeInvalidArgument, "bad arguments for %s: %v", req.Op, err)
 	}
 	return v, nil
 }
 
-func (s *server) call(r *request, req agent.Request) (any, *agent.WireError) {
+func (s *server) call(r *request, req wire.Request) (any, *wire.WireError) {
 	switch req.Op {
 	case "ping":
 		return struct{}{}, nil
 	case "exec":
-		a, e := decodeArgs[agent.ExecRequest](req)
+		a, e := decodeArgs[wire.ExecRequest](req)
 		if e != nil {
 			return nil, e
 		}
@@ -350,38 +350,38 @@ func (s *server) call(r *request, req agent.Request) (any, *agent.WireError) {
 	if strings.HasPrefix(req.Op, "fs.") {
 		return s.fileOp(r, req)
 	}
-	return nil, werr(agent.CodeInvalidArgument, "unknown operation %q", req.Op)
+	return nil, werr(wire.CodeInvalidArgument, "unknown operation %q", req.Op)
 }
 
 // fileOp serves a file request from the workspace and records it.
-func (s *server) fileOp(r *request, req agent.Request) (any, *agent.WireError) {
+func (s *server) fileOp(r *request, req wire.Request) (any, *wire.WireError) {
 	var res any
-	var e *agent.WireError
+	var e *wire.WireError
 	c := Call{Kind: KindFile, Op: req.Op, Scripted: true, Policy: s.fk.policy(0, nil)}
 	switch req.Op {
 	case "fs.read":
-		a, de := decodeArgs[agent.FSReadRequest](req)
+		a, de := decodeArgs[wire.FSReadRequest](req)
 		if de != nil {
 			return nil, de
 		}
 		c.Text = a.Path
 		res, e = s.fs.read(a)
 	case "fs.write":
-		a, de := decodeArgs[agent.FSWriteRequest](req)
+		a, de := decodeArgs[wire.FSWriteRequest](req)
 		if de != nil {
 			return nil, de
 		}
 		c.Text = a.Path
 		res, e = s.fs.write(a)
 	case "fs.edit":
-		a, de := decodeArgs[agent.FSEditRequest](req)
+		a, de := decodeArgs[wire.FSEditRequest](req)
 		if de != nil {
 			return nil, de
 		}
 		c.Text = a.Path
 		res, e = s.fs.edit(a)
 	case "fs.stat", "fs.mkdir", "fs.remove", "fs.copyin", "fs.copyout":
-		a, de := decodeArgs[agent.FSPathRequest](req)
+		a, de := decodeArgs[wire.FSPathRequest](req)
 		if de != nil {
 			return nil, de
 		}
@@ -399,14 +399,14 @@ func (s *server) fileOp(r *request, req agent.Request) (any, *agent.WireError) {
 			res, e = s.fs.copyOut(a.Path, r)
 		}
 	case "fs.list":
-		a, de := decodeArgs[agent.FSListRequest](req)
+		a, de := decodeArgs[wire.FSListRequest](req)
 		if de != nil {
 			return nil, de
 		}
 		c.Text = a.Path
 		res, e = s.fs.list(a)
 	case "fs.move", "fs.copy":
-		a, de := decodeArgs[agent.FSMoveRequest](req)
+		a, de := decodeArgs[wire.FSMoveRequest](req)
 		if de != nil {
 			return nil, de
 		}
@@ -417,14 +417,14 @@ func (s *server) fileOp(r *request, req agent.Request) (any, *agent.WireError) {
 			res, e = s.fs.copy(a)
 		}
 	case "fs.chmod":
-		a, de := decodeArgs[agent.FSChmodRequest](req)
+		a, de := decodeArgs[wire.FSChmodRequest](req)
 		if de != nil {
 			return nil, de
 		}
 		c.Text = a.Path
 		res, e = s.fs.chmod(a)
 	case "fs.search":
-		a, de := decodeArgs[agent.FSSearchRequest](req)
+		a, de := decodeArgs[wire.FSSearchRequest](req)
 		if de != nil {
 			return nil, de
 		}
@@ -432,7 +432,7 @@ func (s *server) fileOp(r *request, req agent.Request) (any, *agent.WireError) {
 		c.Args = []string{a.Pattern, a.Path}
 		res, e = s.fs.search(r.ctx, a)
 	case "fs.glob":
-		a, de := decodeArgs[agent.FSGlobRequest](req)
+		a, de := decodeArgs[wire.FSGlobRequest](req)
 		if de != nil {
 			return nil, de
 		}
@@ -440,7 +440,7 @@ func (s *server) fileOp(r *request, req agent.Request) (any, *agent.WireError) {
 		c.Args = []string{a.Pattern, a.Path}
 		res, e = s.fs.glob(a)
 	default:
-		return nil, werr(agent.CodeInvalidArgument, "unknown operation %q", req.Op)
+		return nil, werr(wire.CodeInvalidArgument, "unknown operation %q", req.Op)
 	}
 	if e != nil {
 		c.Err = "SBX_" + e.Code
@@ -450,7 +450,7 @@ func (s *server) fileOp(r *request, req agent.Request) (any, *agent.WireError) {
 }
 
 // resolveDir checks a command's working directory as the agent does.
-func (s *server) resolveDir(dir string) (string, *agent.WireError) {
+func (s *server) resolveDir(dir string) (string, *wire.WireError) {
 	s.fs.mu.Lock()
 	defer s.fs.mu.Unlock()
 	rel, e := s.fs.rel(dir)
@@ -462,22 +462,22 @@ func (s *server) resolveDir(dir string) (string, *agent.WireError) {
 		return "", fsError(dir, err)
 	}
 	if n.kind != kindDir {
-		return "", werr(agent.CodeNotDir, "working directory %q is not a directory", dir)
+		return "", werr(wire.CodeNotDir, "working directory %q is not a directory", dir)
 	}
 	return rel, nil
 }
 
-func isKernel(a agent.ExecRequest) bool {
+func isKernel(a wire.ExecRequest) bool {
 	return a.Stdin && !a.Pty && len(a.Args) == 4 && a.Args[1] == "-u" && a.Args[2] == "-c" && strings.Contains(a.Args[3], "<sandboxkit-driver>")
 }
 
-func isShell(a agent.ExecRequest) bool {
+func isShell(a wire.ExecRequest) bool {
 	return a.Pty && len(a.Args) >= 2 && strings.Join(a.Args[1:], " ") == "--norc --noprofile --noediting -i"
 }
 
-func (s *server) exec(r *request, a agent.ExecRequest) (any, *agent.WireError) {
+func (s *server) exec(r *request, a wire.ExecRequest) (any, *wire.WireError) {
 	if len(a.Args) == 0 || a.Args[0] == "" {
-		return nil, werr(agent.CodeInvalidArgument, "exec needs a program to run (args is empty)")
+		return nil, werr(wire.CodeInvalidArgument, "exec needs a program to run (args is empty)")
 	}
 	dir, e := s.resolveDir(a.Dir)
 	if e != nil {
@@ -494,7 +494,7 @@ func (s *server) exec(r *request, a agent.ExecRequest) (any, *agent.WireError) {
 	return s.runCommand(r, a, dir)
 }
 
-func (s *server) runCommand(r *request, a agent.ExecRequest, dir string) (any, *agent.WireError) {
+func (s *server) runCommand(r *request, a wire.ExecRequest, dir string) (any, *wire.WireError) {
 	text := commandText(a.Args)
 	timeout := time.Duration(a.TimeoutMs) * time.Millisecond
 	idx := s.fk.rec.add(Call{Kind: KindCommand, Op: "exec", Text: text, Args: a.Args, Dir: a.Dir, Env: a.Env, Policy: s.fk.policy(timeout, a.Env)})
@@ -512,21 +512,21 @@ func (s *server) runCommand(r *request, a agent.ExecRequest, dir string) (any, *
 	if !ok {
 		msg := unscripted("command", text)
 		s.fk.unscripted(msg)
-		s.fk.rec.setErr(idx, "SBX_"+agent.CodeNotFound)
-		return nil, werr(agent.CodeNotFound, "%s", msg)
+		s.fk.rec.setErr(idx, "SBX_"+wire.CodeNotFound)
+		return nil, werr(wire.CodeNotFound, "%s", msg)
 	}
 	s.fk.rec.markScripted(idx)
 	start := time.Now()
 	pid := s.pid()
-	r.event(agent.Event{Kind: "started", PID: pid})
+	r.event(wire.Event{Kind: "started", PID: pid})
 	rep := f(r.ctx, Exec{Text: text, Args: a.Args, Dir: dir, Env: a.Env, Stdin: stdin, Workspace: &Workspace{s.fs}})
-	out := agent.ExecReply{PID: pid, ExitCode: rep.ExitCode}
+	out := wire.ExecReply{PID: pid, ExitCode: rep.ExitCode}
 	stdout, tail, dropped := capOutput(rep.Stdout, a.MaxOutput)
 	out.StdoutTail, out.StdoutDropped = tail, dropped
 	stderr, etail, edropped := capOutput(rep.Stderr, a.MaxOutput)
 	out.StderrTail, out.StderrDropped = etail, edropped
-	r.sendData(agent.FrameStdout, stdout)
-	r.sendData(agent.FrameStderr, stderr)
+	r.sendData(wire.FrameStdout, stdout)
+	r.sendData(wire.FrameStderr, stderr)
 	if rep.Hang {
 		var deadline <-chan time.Time
 		if timeout > 0 {

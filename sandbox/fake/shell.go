@@ -10,7 +10,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/sandboxkit/sandboxkit/sandbox/agent"
+	"github.com/sandboxkit/sandboxkit/sandbox/agent/wire"
 )
 
 // serveShell plays bash on a terminal for package sandbox/shell: it reads
@@ -56,12 +56,12 @@ type fakeBash struct {
 	mu      sync.Mutex // the state above: signals arrive on another goroutine
 }
 
-func (s *server) serveShell(r *request, a agent.ExecRequest, dir string) (any, *agent.WireError) {
+func (s *server) serveShell(r *request, a wire.ExecRequest, dir string) (any, *wire.WireError) {
 	pid := s.pid()
 	start := time.Now()
 	b := &fakeBash{s: s, r: r, cwd: path.Join(s.hello.Workspace, dir)}
 	killed := make(chan struct{}, 1)
-	r.setSignalHandler(func(sr agent.SignalRequest) {
+	r.setSignalHandler(func(sr wire.SignalRequest) {
 		switch syscall.Signal(sr.Signal) {
 		case syscall.SIGKILL:
 			select {
@@ -75,7 +75,7 @@ func (s *server) serveShell(r *request, a agent.ExecRequest, dir string) (any, *
 			}
 		}
 	})
-	r.event(agent.Event{Kind: "started", PID: pid})
+	r.event(wire.Event{Kind: "started", PID: pid})
 	var buf []byte
 	p := make([]byte, 32<<10)
 	for !b.isEnded() {
@@ -97,7 +97,7 @@ func (s *server) serveShell(r *request, a agent.ExecRequest, dir string) (any, *
 			code, sig = 128+9, "SIGKILL"
 		}
 	}
-	return agent.ExecReply{PID: pid, ExitCode: code, Signal: sig, DurationNs: time.Since(start).Nanoseconds()}, nil
+	return wire.ExecReply{PID: pid, ExitCode: code, Signal: sig, DurationNs: time.Since(start).Nanoseconds()}, nil
 }
 
 func (b *fakeBash) isEnded() bool {
@@ -107,7 +107,7 @@ func (b *fakeBash) isEnded() bool {
 }
 
 func (b *fakeBash) write(s string) {
-	b.r.sendData(agent.FrameStdout, []byte(s))
+	b.r.sendData(wire.FrameStdout, []byte(s))
 }
 
 func (b *fakeBash) marker(kind string, withState bool) string {

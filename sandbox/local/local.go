@@ -14,10 +14,11 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/sandboxkit/sandboxkit/sandbox/agent"
+	"golang.org/x/sys/unix"
+
+	"github.com/sandboxkit/sandboxkit/sandbox/agent/server"
 	"github.com/sandboxkit/sandboxkit/sandbox/driver"
 	"github.com/sandboxkit/sandboxkit/sandbox/local/isolate"
-	"golang.org/x/sys/unix"
 )
 
 // launchConfig is what the host hands a stage on fd 3.
@@ -313,7 +314,7 @@ func (i *instance) Pause(ctx context.Context) error {
 	}
 	// No freezer: stop every process below the agent. The agent itself
 	// keeps serving; package sandbox refuses calls while paused.
-	agent.StopDescendants(i.pid)
+	server.StopDescendants(i.pid)
 	i.paused = true
 	return nil
 }
@@ -329,7 +330,7 @@ func (i *instance) Resume(ctx context.Context) error {
 			return err
 		}
 	}
-	for _, pid := range agent.Descendants(i.pid) {
+	for _, pid := range server.Descendants(i.pid) {
 		_ = syscall.Kill(pid, syscall.SIGCONT)
 	}
 	i.paused = false
@@ -365,7 +366,7 @@ func (i *instance) Close(ctx context.Context) error {
 			i.iso.killAll()
 		}
 		for range 20 {
-			ds := agent.Descendants(i.pid)
+			ds := server.Descendants(i.pid)
 			if len(ds) == 0 {
 				break
 			}

@@ -12,7 +12,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/sandboxkit/sandboxkit/sandbox/agent"
+	"github.com/sandboxkit/sandboxkit/sandbox/agent/server"
+	"github.com/sandboxkit/sandboxkit/sandbox/agent/wire"
 	"github.com/sandboxkit/sandboxkit/sandbox/local/isolate"
 )
 
@@ -111,20 +112,20 @@ func runStage(stage string) int {
 	// (never, here), and a locked goroutine costs an extra thread hand-off
 	// on every wake-up of the agent's read loop.
 	runtime.UnlockOSThread()
-	// One P: the agent waits far more than it computes (agent.NarrowProcs).
+	// One P: the agent waits far more than it computes (server.NarrowProcs).
 	// Not before the thread warm-up ends: with one P its threads are made
 	// one after the other, each waiting for the previous one to block.
 	go func() {
 		if processesReady != nil {
 			<-processesReady
 		}
-		agent.NarrowProcs()
+		server.NarrowProcs()
 	}()
 	served := make(chan error, 1)
 	go func() {
 		// ServeProcess hardens the agent (undumpable again after the exec,
 		// no environment) before it reads a frame.
-		served <- agent.ServeProcess(conn, agent.ServeOptions{ProcessesReady: processesReady, Spawn: spawn, Logf: func(format string, args ...any) {
+		served <- server.ServeProcess(conn, server.ServeOptions{ProcessesReady: processesReady, Spawn: spawn, Logf: func(format string, args ...any) {
 			fmt.Fprintf(os.Stderr, "sandboxkit agent: "+format+"\n", args...)
 		}})
 	}()
@@ -139,10 +140,10 @@ func runStage(stage string) int {
 // failStage answers the host's handshake with an error it can report, so
 // that sandbox creation fails with the reason instead of a closed stream.
 func failStage(conn *os.File, what string, err error) int {
-	msg, _ := json.Marshal(agent.Reply{Error: &agent.WireError{Code: "ISOLATION_UNAVAILABLE", Message: fmt.Sprintf("sandbox %s failed: %v", what, err)}})
+	msg, _ := json.Marshal(wire.Reply{Error: &wire.WireError{Code: "ISOLATION_UNAVAILABLE", Message: fmt.Sprintf("sandbox %s failed: %v", what, err)}})
 	// Consume the hello frame first so the host is not blocked writing it.
-	_, _ = agent.ReadFrame(conn)
-	_ = agent.WriteFrame(conn, 0, agent.FrameHelloOK, msg)
+	_, _ = wire.ReadFrame(conn)
+	_ = wire.WriteFrame(conn, 0, wire.FrameHelloOK, msg)
 	conn.Close()
 	return 1
 }

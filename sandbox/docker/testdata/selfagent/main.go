@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sandboxkit/sandboxkit/sandbox/agent"
+	"github.com/sandboxkit/sandboxkit/sandbox/agent/wire"
 	"github.com/sandboxkit/sandboxkit/sandbox/docker"
 	"github.com/sandboxkit/sandboxkit/sandbox/driver"
 )
@@ -34,14 +35,14 @@ func run() error {
 		return err
 	}
 	defer inst.Close(context.Background())
-	cl, err := agent.Dial(ctx, inst.Conn(), agent.Hello{Workspace: inst.Isolation().WorkspacePath, Env: []string{"PATH=/usr/bin:/bin"}})
+	cl, err := agent.Dial(ctx, inst.Conn(), wire.Hello{Workspace: inst.Isolation().WorkspacePath, Env: []string{"PATH=/usr/bin:/bin"}})
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
 	var out bytes.Buffer
-	call, err := cl.Start("exec", agent.ExecRequest{Args: []string{"sh", "-c", "tr '\\0' ' ' </proc/1/cmdline"}, TimeoutMs: 10000},
-		agent.Handlers{OnData: func(_ agent.FrameType, b []byte) { out.Write(b) }})
+	call, err := cl.Start("exec", wire.ExecRequest{Args: []string{"sh", "-c", "tr '\\0' ' ' </proc/1/cmdline"}, TimeoutMs: 10000},
+		agent.Handlers{OnData: func(_ wire.FrameType, b []byte) { out.Write(b) }})
 	if err != nil {
 		return err
 	}
@@ -49,7 +50,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	var rep agent.ExecReply
+	var rep wire.ExecReply
 	if err := json.Unmarshal(raw, &rep); err != nil {
 		return err
 	}

@@ -1,0 +1,307 @@
+package server
+
+import (
+	"errors"
+	"os"
+	"path"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sandboxkit/sandboxkit/sandbox/agent/wire"
+)
+
+// outputFile writes a command's whole output to a workspace file as it is
+// read, in arrival order, up to a cap. Nothing is lost silently: bytes
+// past the cap are counted (cut), and a failed write (a full disk, the
+// quota) is kept as the report's error, with the bytes written before it.
+type outputFile struct {
+	mu    sync.Mutex
+	f     *os.File
+	limit int64
+	rep   wire.OutputFileReport
+}
+
+// openOutputFile creates (or truncates) the file p names for a command's
+// output. A path that is not a workspace path is the caller's mistake and
+// refused; a file that cannot be made for other reasons (permissions, a
+// full disk) does not stop the command: the report says why it is empty.
+func (s *server) openOutputFile(p string, limit int64) (*outputFile, *wire.WireError) {
+	if p == "" {
+		return nil, nil
+	}
+	if limit < 0 {
+		return nil, wire.Errorf(wire.CodeInvalidArgument, "output file limit %d is negative", limit)
+	}
+	rel, werr := s.ws.rel(p)
+	if werr != nil {
+		return nil, werr
+	}
+	if rel == "." {
+		return nil, wire.Errorf(wire.CodeIsDir, "output file %q is the workspace itself: name a file", p)
+	}
+	if limit == 0 {
+		limit = wire.DefaultOutputFileLimit
+	}
+	if s.ws.fsize > 0 && limit > s.ws.fsize {
+		limit = s.ws.fsize // what the file-size limit lets any file hold
+	}
+	o := &outputFile{limit: limit, rep: wire.OutputFileReport{OutputFile: p}}
+	if dir := path.Dir(rel); dir != "." {
+		if err := s.ws.root.MkdirAll(dir, 0o755); err != nil {
+			o.rep.OutputFileError = fsError(p, err).Message
+			return o, nil
+		}
+	}
+	f, _, e := s.ws.openFile(rel, p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_CLOEXEC, 0o644)
+	if e != nil {
+		o.rep.OutputFileError = e.Message
+		return o, nil
+	}
+	o.f = f
+	return o, nil
+}
+
+// write appends b (up to the cap) and counts what does not fit.
+func (o *outputFile) write(b []byte) {
+	if o == nil {
+		return
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.f == nil {
+		// Never opened, or failed: what is not in the file is not
+		// "cut" by the limit; the error says why the file ends early.
+		return
+	}
+	room := o.limit - o.rep.OutputFileBytes
+	n := int64(len(b))
+	if n > room {
+		o.rep.OutputFileCut += n - room
+		b = b[:room]
+	}
+	if len(b) == 0 {
+		return
+	}
+	m, err := o.f.Write(b)
+	o.rep.OutputFileBytes += int64(m)
+	if err != nil {
+		o.rep.OutputFileError = fsError(o.rep.OutputFile, err).Message
+		o.f.Close()
+		o.f = nil
+	}
+}
+
+// close closes the file and returns the final report.
+func (o *outputFile) close() wire.OutputFileReport {
+	if o == nil {
+		return wire.OutputFileReport{}
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.f != nil {
+		if err := o.f.Close(); err != nil && o.rep.OutputFileError == "" {
+			o.rep.OutputFileError = fsError(o.rep.OutputFile, err).Message
+		}
+		o.f = nil
+	}
+	return o.rep
+}
+
+// report returns the report so far (for a running job).
+func (o *outputFile) report() wire.OutputFileReport {
+	if o == nil {
+		return wire.OutputFileReport{}
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.rep
+}
+
+// finalDrainMax bounds what pump still reads from a pipe once told to stop:
+// what a pipe buffer holds by default, twice.
+const finalDrainMax = 128 << 10
+
+// pump reads f until EOF, calling emit for every chunk. stopPump ends it
+// early: it then reads what the pipe holds at that moment (up to
+// finalDrainMax) and returns.
+func pump(f *os.File, emit func([]byte)) {
+	buf := make([]byte, wire.ChunkSize)
+	for {
+		n, err := f.Read(buf)
+		if n > 0 {
+			emit(buf[:n])
+		}
+		if err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				drainNow(f, buf, emit)
+			}
+			return
+		}
+	}
+}
+
+// stopPump makes pump on f return after reading what f holds now.
+func stopPump(f *os.File) { _ = f.SetReadDeadline(time.Now()) }
+
+// drainNow reads what f holds right now without waiting for more.
+func drainNow(f *os.File, buf []byte, emit func([]byte)) {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return
+	}
+	for total := 0; total < finalDrainMax; {
+		n := 0
+		_ = rc.Read(func(fd uintptr) bool {
+			n, _ = unix.Read(int(fd), buf)
+			return true // never wait for the poller
+		})
+		if n <= 0 {
+			return
+		}
+		emit(buf[:n])
+		total += n
+	}
+}
+
+// pipeInode returns the inode of a pipe, which names it in /proc/PID/fd.
+func pipeInode(f *os.File) uint64 {
+	fi, err := f.Stat()
+	if err != nil {
+		return 0
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return st.Ino
+	}
+	return 0
+}
+
+// maxHolders bounds the processes pipeHolders lists (a fork bomb's
+// hundreds would all hold the pipe).
+const maxHolders = 64
+
+// pipeScanMaxAge is how long one scan of every process's descriptors
+// answers pipeHolders for every command: hundreds of commands ending at
+// once each scanned /proc (every descriptor of every process), and every
+// 200 ms again while a slow caller took their output: 200 concurrent
+// commands of 200 KB took three minutes instead of a second.
+const pipeScanMaxAge = 25 * time.Millisecond
+
+// pipeScan is the last scan: every process holding a pipe, by the pipe's
+// /proc link ("pipe:[INODE]").
+var pipeScan struct {
+	mu      sync.Mutex
+	at      time.Time
+	holders map[string][]int
+}
+
+// pipeHolders lists the processes other than the agent that hold one of
+// the pipes (by inode) open: the command's children that kept its stdout
+// or stderr after it exited (at most maxHolders). Only processes whose fds
+// the agent may read are seen, which covers every process of the sandbox's
+// uid.
+func pipeHolders(inodes ...uint64) []int {
+	pipeScan.mu.Lock()
+	if pipeScan.holders == nil || time.Since(pipeScan.at) > pipeScanMaxAge {
+		pipeScan.holders = scanPipes()
+		pipeScan.at = time.Now()
+	}
+	all := pipeScan.holders
+	pipeScan.mu.Unlock()
+	seen := map[int]bool{}
+	var out []int
+	for _, ino := range inodes {
+		if ino == 0 {
+			continue
+		}
+		for _, pid := range all["pipe:["+strconv.FormatUint(ino, 10)+"]"] {
+			if !seen[pid] && len(out) < maxHolders {
+				seen[pid] = true
+				out = append(out, pid)
+			}
+		}
+	}
+	return out
+}
+
+// scanPipes maps every pipe held by a process other than the agent to the
+// processes holding it.
+func scanPipes() map[string][]int {
+	out := map[string][]int{}
+	self := os.Getpid()
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return out
+	}
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == self {
+			continue
+		}
+		fds, err := os.ReadDir("/proc/" + e.Name() + "/fd")
+		if err != nil {
+			continue
+		}
+		var last string
+		for _, fd := range fds {
+			l, err := os.Readlink("/proc/" + e.Name() + "/fd/" + fd.Name())
+			if err != nil || !strings.HasPrefix(l, "pipe:") || l == last {
+				continue
+			}
+			last = l
+			if ps := out[l]; len(ps) == 0 || ps[len(ps)-1] != pid {
+				out[l] = append(ps, pid)
+			}
+		}
+	}
+	return out
+}
+
+// drainOutput waits until the readers of a command's pipes (stdout and
+// stderr, stderr nil for a pty) have seen EOF, after its main process
+// exited. The output is read to its end however slowly the caller
+// consumes it; the only bound is for processes the command left running
+// that keep a pipe open (a daemon that did not close its stdout): after
+// drainGrace the pipes are read out as they stand and closed, and those
+// processes are returned, so the reply can say so.
+func drainOutput(drained <-chan struct{}, stdout, stderr *os.File) (leftRunning []int) {
+	select {
+	case <-drained:
+		return nil
+	case <-time.After(drainGrace):
+	}
+	inodes := []uint64{pipeInode(stdout)}
+	if stderr != nil {
+		inodes = append(inodes, pipeInode(stderr))
+	}
+	holders := pipeHolders(inodes...)
+	if len(holders) > 0 {
+		// A child may hold the pipes only for a moment more: one forked
+		// just before the exit that has yet to redirect its output or
+		// exit (seen under load). Look once more.
+		select {
+		case <-drained:
+			return nil
+		case <-time.After(drainGrace / 2):
+		}
+		holders = pipeHolders(inodes...)
+	}
+	if len(holders) == 0 {
+		// Every writer is gone, and none can come back (a pipe's end
+		// passes only from a process that holds it): what is left in the
+		// pipes is finite and ends in EOF. A reader slowed by its
+		// consumer is waited for.
+		<-drained
+		return nil
+	}
+	stopPump(stdout)
+	if stderr != nil {
+		stopPump(stderr)
+	}
+	<-drained
+	return holders
+}

@@ -1,0 +1,54 @@
+package server
+
+import (
+	"runtime"
+	"sync"
+)
+
+// The agent spends its life waiting: for a request, a process, a pipe. A
+// request served inline still hands work between goroutines (the read loop,
+// the writer, the reaper), and with more than one P every hand-off wakes
+// another OS thread, which spins looking for work to steal and goes back to
+// sleep: measured on a 2-core machine, ~3 futex calls and ~4 nanosleeps per
+// 1 KB read, and 15–20% of its round trip. With one P a hand-off is a switch
+// on the same thread. Blocking system calls (process starts, file and pipe
+// I/O) release the P, so requests still overlap; only CPU-bound work in the
+// agent itself — searching files — needs more, and gets it (widenProcs).
+var procs struct {
+	mu     sync.Mutex
+	wide   int // GOMAXPROCS before NarrowProcs; 0 if it was not called
+	widers int // searches running
+}
+
+// NarrowProcs runs the agent's Go scheduler on one P (GOMAXPROCS 1) except
+// while a search runs, when the runtime's default is restored so the
+// search uses every CPU. A backend calls it once, before Serve, in a
+// process that does nothing but serve the agent.
+func NarrowProcs() {
+	procs.mu.Lock()
+	defer procs.mu.Unlock()
+	if procs.wide == 0 {
+		procs.wide = runtime.GOMAXPROCS(1)
+	}
+}
+
+// widenProcs gives CPU-bound work the runtime's default GOMAXPROCS until
+// the returned function is called.
+func widenProcs() (restore func()) {
+	procs.mu.Lock()
+	defer procs.mu.Unlock()
+	if procs.wide <= 1 {
+		return func() {}
+	}
+	if procs.widers == 0 {
+		runtime.GOMAXPROCS(procs.wide)
+	}
+	procs.widers++
+	return func() {
+		procs.mu.Lock()
+		defer procs.mu.Unlock()
+		if procs.widers--; procs.widers == 0 {
+			runtime.GOMAXPROCS(1)
+		}
+	}
+}

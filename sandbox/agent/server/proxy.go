@@ -1,0 +1,119 @@
+package server
+
+import (
+	"errors"
+	"io"
+	"net"
+	"sync"
+
+	"github.com/sandboxkit/sandboxkit/sandbox/agent/internal/tunnel"
+	"github.com/sandboxkit/sandboxkit/sandbox/agent/wire"
+)
+
+// The agent's half of egress by name. With Hello.Proxy set the agent
+// listens on that address, which must be on the sandbox's own loopback
+// (inside its network namespace or container, where nothing else is
+// reachable), and carries every accepted connection, byte for byte, over
+// its stream to the host (package agent/internal/tunnel). The agent decides nothing: the HTTP
+// proxy protocol, the policy and the dialling all happen on the host,
+// outside the boundary, because everything on this side is under the
+// control of the code the sandbox runs.
+
+// proxy is the agent's listener for egress.
+type proxy struct {
+	l     net.Listener
+	tn    *tunnel.Tunnel
+	next  uint32
+	slots chan struct{}
+	wg    sync.WaitGroup
+}
+
+// listenProxy listens on addr for connections to carry over s's stream;
+// start begins accepting them.
+func (s *server) listenProxy(addr string) (*proxy, error) {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	return &proxy{l: l, tn: tunnel.New(s.send, s.write, l.Addr()), slots: make(chan struct{}, wire.MaxProxyConns)}, nil
+}
+
+func (p *proxy) start() {
+	p.wg.Add(1)
+	go p.acceptLoop()
+}
+
+func (p *proxy) acceptLoop() {
+	defer p.wg.Done()
+	for {
+		p.slots <- struct{}{}
+		c, err := p.l.Accept()
+		if err != nil {
+			<-p.slots
+			return
+		}
+		p.next++
+		id := p.next
+		tc, err := p.tn.Add(id, c.RemoteAddr())
+		if err == nil {
+			err = p.tn.Send(id, wire.FrameConnOpen, nil)
+		}
+		if err != nil {
+			c.Close()
+			<-p.slots
+			if tc != nil {
+				p.tn.Remove(id)
+			}
+			continue
+		}
+		p.wg.Add(1)
+		go func() {
+			defer p.wg.Done()
+			defer func() { <-p.slots }()
+			relay(c.(*net.TCPConn), tc)
+		}()
+	}
+}
+
+// relay copies both ways until both directions ended, passing half
+// closes on, then closes both ends.
+func relay(c *net.TCPConn, tc *tunnel.Conn) {
+	done := make(chan struct{})
+	go func() {
+		// sandbox program -> host
+		_, err := io.Copy(tc, c)
+		switch {
+		case err == nil:
+			tc.CloseWrite()
+		case errors.Is(err, tunnel.ErrConnReset) || errors.Is(err, net.ErrClosed):
+			// The host stopped reading (it refused the request, say),
+			// maybe with its answer still queued here: leave tc to the
+			// other direction, which delivers that answer first. Closing
+			// tc here lost 403 answers on a busy machine.
+		default:
+			// The program's side failed: the host stops too.
+			tc.Close()
+		}
+		close(done)
+	}()
+	// host -> sandbox program
+	if _, err := io.Copy(c, tc); err == nil {
+		c.CloseWrite()
+	} else {
+		// The host dropped the connection (refused, limit reached, dial
+		// failed): drop the program's connection too, and unblock the
+		// other copy.
+		c.Close()
+		tc.Close()
+	}
+	<-done
+	c.Close()
+	tc.Close()
+}
+
+// close stops accepting and drops every carried connection.
+func (p *proxy) close() {
+	p.l.Close()
+	p.tn.Shutdown()
+	p.wg.Wait()
+}

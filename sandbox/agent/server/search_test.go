@@ -1,0 +1,385 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sandboxkit/sandboxkit/sandbox/agent/wire"
+)
+
+// TestLineMatcherAgreesWithPerLineRegexp checks LineMatcher against the
+// plain definition of its semantics: a line is reported exactly when the
+// pattern matches that line alone. Each pattern also runs with tiny chunks,
+// so that the chunked, literal and long-line (rune reader) paths all meet
+// lines that straddle their boundaries.
+func TestLineMatcherAgreesWithPerLineRegexp(t *testing.T) {
+	texts := []string{
+		"func NewReader() {}\nfunc NewBufferedReader(x int)\nfunc newReader()\n",
+		"aaaa\naaab\nab ab abab\n",
+		"TODO(x): one\n// TODO: two TODO(y)\n",
+		"foo;\nbar\nfoo bar foo\n\nfoobar",
+		"",
+		"\n\n\n",
+		"no match here",
+		"caf\xc3\xa9 \xff\xfe bad utf8\r\nfoo\r\n",
+		strings.Repeat("a", 100) + "b\n" + strings.Repeat("ab", 50) + "\naaa",
+	}
+	patterns := []string{
+		`func New[A-Z]\w*Reader`, `func New`, `aa`, `a+b`, `ab|ac`, `TODO\(\w+\)`, `foo[^;]*bar`,
+		`foo$`, `foo\b`, `^foo`, `\bbar`, `(ab)+`, `x*`, `a.*`, `a+$`, `(a+)+$`, `\Aaa`, `b\z`,
+		`(?s)a.b`, `[^x]b`, `\s`, `^$`, `(?i)FOO`, `é`, `\x{FFFD}`, `foo\r$`, `(?:a\n|b)b`, `a(?:\nb)?`,
+	}
+	for _, p := range patterns {
+		per := regexp.MustCompile("(?m)" + p)
+		for _, fold := range []bool{false, true} {
+			m, werr := NewLineMatcher(p, fold)
+			if werr != nil {
+				t.Fatalf("NewLineMatcher(%q): %v", p, werr)
+			}
+			ref := per
+			if fold {
+				ref = regexp.MustCompile("(?mi)" + p)
+			}
+			for _, chunk := range []int{m.chunk, 7, 1} {
+				m.chunk = chunk
+				for _, s := range texts {
+					var want []string
+					// A text's lines: none in an empty text, and no line
+					// after a final newline.
+					if s != "" {
+						for _, line := range strings.Split(strings.TrimSuffix(s, "\n"), "\n") {
+							if ref.MatchString(line) {
+								want = append(want, line)
+							}
+						}
+					}
+					var got []string
+					err := m.EachLine(t.Context(), []byte(s), func(start, end int) bool {
+						got = append(got, s[start:end])
+						return true
+					})
+					if err != nil {
+						t.Fatal(err)
+					}
+					if !reflect.DeepEqual(got, want) {
+						t.Errorf("pattern %q (fold %v, chunk %d) on %q: found lines %q, want %q", p, fold, chunk, s, got, want)
+					}
+				}
+			}
+		}
+	}
+}
+
+// A pattern that cannot match without a newline is refused, with a
+// message that says how to match at the end of a line instead.
+func TestLineMatcherRefusesNewlines(t *testing.T) {
+	for _, p := range []string{`foo\nbar`, `\n`, `[\n]`, `a(\n)+`, `x\n{2}|\ny`} {
+		if _, werr := NewLineMatcher(p, false); werr == nil || werr.Code != wire.CodeInvalidArgument || !strings.Contains(werr.Message, "$") {
+			t.Errorf("NewLineMatcher(%q) = %v, want INVALID_ARGUMENT naming $", p, werr)
+		}
+	}
+}
+
+// A line far over the work budget is read through a reader that gives up
+// when the context ends: a cancelled search stops inside one line.
+func TestLineMatcherStopsInsideALine(t *testing.T) {
+	m, werr := NewLineMatcher(`(a+)+$`, false)
+	if werr != nil {
+		t.Fatal(werr)
+	}
+	line := []byte(strings.Repeat("a", 4*m.chunk) + "!")
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	err := m.EachLine(ctx, line, func(int, int) bool { t.Error("a cancelled search reported a match"); return true })
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("EachLine with a cancelled context: %v", err)
+	}
+	// The reader path itself, entered with a live context that ends
+	// while it reads.
+	ctx, cancel = context.WithCancel(t.Context())
+	r := &ctxRunes{ctx: ctx, data: line}
+	for range 10 {
+		r.ReadRune()
+	}
+	cancel()
+	n := 0
+	for {
+		if _, _, err := r.ReadRune(); err != nil {
+			break
+		}
+		n++
+	}
+	if n > 1<<16 || r.err == nil {
+		t.Fatalf("the rune reader read %d more runes after cancellation (err %v)", n, r.err)
+	}
+}
+
+// TestSearchDoesNotFollowSymlinks checks that the one-call open used by
+// search refuses a symbolic link that leads out of the workspace, so a
+// search never reads what lies behind it.
+func TestSearchDoesNotFollowSymlinks(t *testing.T) {
+	outside := t.TempDir()
+	if err := os.WriteFile(filepath.Join(outside, "secret"), []byte("needle outside\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "in.txt"), []byte("needle inside\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(outside, "secret"), filepath.Join(dir, "link.txt")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(dir, "linkdir")); err != nil {
+		t.Fatal(err)
+	}
+	w, err := openWorkspace(wire.Hello{Workspace: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.close()
+	for _, rel := range []string{"link.txt", "linkdir/secret"} {
+		if fd, err := w.openForSearch(rel); err == nil {
+			t.Errorf("openForSearch(%q) followed a symbolic link out of the workspace (fd %d)", rel, fd)
+		}
+	}
+	res, werr := w.search(t.Context(), wire.FSSearchRequest{Pattern: "needle"})
+	if werr != nil {
+		t.Fatal(werr)
+	}
+	rep := res.(wire.FSSearchReply)
+	if len(rep.Matches) != 1 || rep.Matches[0].Path != "in.txt" {
+		t.Errorf("search found %+v, want only in.txt", rep.Matches)
+	}
+}
+
+// A search started at a symbolic link that stays inside the workspace (a
+// linked folder, a linked file) reads what it leads to, as every other
+// file request does; the one-call open refuses any link, and its refusal
+// must send the open down the slower path that follows it, not drop it.
+func TestSearchFollowsLinksInsideTheWorkspace(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "real"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "real/x.txt"), []byte("needle\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("real", filepath.Join(dir, "link")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("real/x.txt", filepath.Join(dir, "x-link.txt")); err != nil {
+		t.Fatal(err)
+	}
+	w, err := openWorkspace(wire.Hello{Workspace: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.close()
+	for _, p := range []string{"real", "link", "x-link.txt", "link/x.txt"} {
+		res, werr := w.search(t.Context(), wire.FSSearchRequest{Pattern: "needle", Path: p})
+		if werr != nil {
+			t.Fatalf("search in %q: %v", p, werr)
+		}
+		if rep := res.(wire.FSSearchReply); len(rep.Matches) != 1 {
+			t.Errorf("search in %q found %+v, want the one match in real/x.txt", p, rep.Matches)
+		}
+	}
+}
+
+// A search that stops at MaxResults while files are left unread says it
+// was truncated. The walk stops once enough matches are in, and when the
+// first file alone had them the reply used to say "complete", depending on
+// how fast the workers were.
+func TestSearchStoppedAtMaxResultsIsTruncated(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{"a.txt", "z.txt"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("needle\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Folders to walk between the two files give the workers time to
+	// finish a.txt first, as on a fast machine.
+	for i := range 300 {
+		if err := os.MkdirAll(filepath.Join(dir, "m", strconv.Itoa(i)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w, err := openWorkspace(wire.Hello{Workspace: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.close()
+	for range 20 {
+		res, werr := w.search(t.Context(), wire.FSSearchRequest{Pattern: "needle", MaxResults: 1})
+		if werr != nil {
+			t.Fatal(werr)
+		}
+		if rep := res.(wire.FSSearchReply); len(rep.Matches) != 1 || rep.Matches[0].Path != "a.txt" || !rep.Truncated {
+			t.Fatalf("MaxResults 1 over 2 matching files: %+v, want a.txt's match and Truncated", rep)
+		}
+	}
+}
+
+// FuzzLineMatcher checks the pattern rewrite (newlines taken out of
+// classes, \A and \z as line anchors, the tree printed and compiled again)
+// against the definition: a line is reported exactly when the pattern
+// matches that line alone. Patterns that regexp refuses, or that need a
+// newline, are skipped.
+func FuzzLineMatcher(f *testing.F) {
+	for _, p := range []string{`a+$`, `(a+)+$`, `http.*\.png$`, `[^x]b`, `(?s).`, `\Aab\z`, `(?i)Straße`, `\bx\B`, `[\s\S]{2}`, `a|\n|b`, `(?U)a+?`, `\pL+\d`} {
+		f.Add(p, "ab\naab\nxb\nStrasse STRASSE\n\nhttp://x.png\n1a2\n", uint8(0))
+	}
+	f.Fuzz(func(t *testing.T, pattern, text string, chunk uint8) {
+		ref, err := regexp.Compile("(?m)" + pattern)
+		if err != nil {
+			return
+		}
+		m, werr := NewLineMatcher(pattern, false)
+		if werr != nil {
+			return
+		}
+		if chunk > 0 {
+			m.chunk = int(chunk)
+		}
+		var want, got []string
+		if text != "" {
+			for _, line := range strings.Split(strings.TrimSuffix(text, "\n"), "\n") {
+				if ref.MatchString(line) {
+					want = append(want, line)
+				}
+			}
+		}
+		if err := m.EachLine(t.Context(), []byte(text), func(start, end int) bool {
+			got = append(got, text[start:end])
+			return true
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("pattern %q (chunk %d) on %q: lines %q, want %q", pattern, m.chunk, text, got, want)
+		}
+	})
+}
+
+// BenchmarkWorkspaceSearchGoSrc is the agent's search alone (no sandbox,
+// no protocol) over the Go source tree, for three kinds of pattern: one
+// with a literal prefix, one without, one case-folded.
+//
+//	go test -run '^$' -bench WorkspaceSearch ./sandbox/agent
+func BenchmarkWorkspaceSearchGoSrc(b *testing.B) {
+	const root = "/usr/local/go/src"
+	if _, err := os.Stat(root); err != nil {
+		b.Skip("no Go source tree at", root)
+	}
+	w, err := openWorkspace(wire.Hello{Workspace: root})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer w.close()
+	for _, c := range []struct {
+		name, pattern string
+		fold          bool
+	}{{"literal-prefix", `func New[A-Z]\w*Reader`, false}, {"no-literal", `\w+Reader\(`, false}, {"ignore-case", `newreader`, true}} {
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				res, werr := w.search(context.Background(), wire.FSSearchRequest{Pattern: c.pattern, IgnoreCase: c.fold, MaxResults: 100000})
+				if werr != nil {
+					b.Fatal(werr)
+				}
+				if len(res.(wire.FSSearchReply).Matches) == 0 {
+					b.Fatal("no match")
+				}
+			}
+		})
+	}
+}
+
+// A write in progress (its temporary file) is neither searched nor found
+// by name: it is not a file of the workspace yet.
+func TestSearchAndGlobSkipWritesInProgress(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{"a.txt", tempPrefix + "0123"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("needle\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Locked, as its writer holds it: the start-up sweep keeps it.
+	live := lockedFile(t, filepath.Join(dir, tempPrefix+"0123"))
+	defer live.Close()
+	w, err := openWorkspace(wire.Hello{Workspace: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.close()
+	res, werr := w.search(t.Context(), wire.FSSearchRequest{Pattern: "needle"})
+	if werr != nil {
+		t.Fatal(werr)
+	}
+	if rep := res.(wire.FSSearchReply); len(rep.Matches) != 1 || rep.Matches[0].Path != "a.txt" {
+		t.Errorf("search found %+v, want a.txt only", rep.Matches)
+	}
+	g, werr := w.glob(wire.FSGlobRequest{Pattern: "*"})
+	if werr != nil {
+		t.Fatal(werr)
+	}
+	if rep := g.(wire.FSGlobReply); len(rep.Paths) != 1 || rep.Paths[0] != "a.txt" {
+		t.Errorf("glob found %q, want a.txt only", rep.Paths)
+	}
+}
+
+// lockedFile opens p and holds its flock, as a live writer does.
+func lockedFile(t *testing.T, p string) *os.File {
+	t.Helper()
+	f, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// The sweep at start removes the temporary files of dead writers (not
+// locked), wherever they are, and keeps those of live ones (locked), which
+// may belong to another sandbox on a shared workspace.
+func TestSweepRemovesOnlyDeadWritersTemporaries(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "sub/deeper"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dead := []string{tempPrefix + "dead1", "sub/deeper/" + tempPrefix + "dead2"}
+	alive := "sub/" + tempPrefix + "alive"
+	for _, p := range append(append([]string{}, dead...), alive, "sub/.sbx-tmpfile-not-ours", "keep.txt") {
+		if err := os.WriteFile(filepath.Join(dir, p), []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	live := lockedFile(t, filepath.Join(dir, alive))
+	defer live.Close()
+	w, err := openWorkspace(wire.Hello{Workspace: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-w.sweepDone
+	w.close()
+	for _, p := range dead {
+		if _, err := os.Stat(filepath.Join(dir, p)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("a dead writer's %s survived the sweep (%v)", p, err)
+		}
+	}
+	for _, p := range []string{alive, "sub/.sbx-tmpfile-not-ours", "keep.txt"} {
+		if _, err := os.Stat(filepath.Join(dir, p)); err != nil {
+			t.Errorf("the sweep removed %s: %v", p, err)
+		}
+	}
+}

@@ -1,0 +1,146 @@
+//go:build linux
+
+// The agent serves only on Linux (hardenProcess refuses elsewhere), so the
+// tests that run one are Linux-only.
+
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"os"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sandboxkit/sandboxkit/sandbox/agent"
+	"github.com/sandboxkit/sandboxkit/sandbox/agent/wire"
+)
+
+// benchAgent serves an agent over a socketpair for a benchmark.
+func benchAgent(b *testing.B) *agent.Client {
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	a, _ := net.FileConn(os.NewFile(uintptr(fds[0]), "agent"))
+	cc, _ := net.FileConn(os.NewFile(uintptr(fds[1]), "client"))
+	served := make(chan error, 1)
+	go func() { served <- Serve(a, ServeOptions{}) }()
+	c, err := agent.Dial(context.Background(), cc, wire.Hello{Workspace: b.TempDir(), Env: []string{"PATH=/usr/bin:/bin"}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	// Wait for the agent's shutdown: it kills every descendant of this
+	// process, which would include the next benchmark's commands.
+	b.Cleanup(func() { c.Close(); <-served })
+	return c
+}
+
+func benchRun(b *testing.B, c *agent.Client, req wire.ExecRequest) wire.ExecReply {
+	call, err := c.Start("exec", req, agent.Handlers{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	raw, err := call.Wait()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var rep wire.ExecReply
+	if err := json.Unmarshal(raw, &rep); err != nil {
+		b.Fatal(err)
+	}
+	return rep
+}
+
+// BenchmarkCommandTag measures what tagging (tags.go) costs: a command
+// ("true" through the agent, the floor every command pays), the tag itself
+// (the one setrlimit each start adds: the only per-command difference to
+// the untagged agent), the /proc scan a kill adds, and a whole timeout
+// that ends a command and three daemons that left its tree.
+func BenchmarkCommandTag(b *testing.B) {
+	if newTagger().off {
+		b.Skip("RLIMIT_RTTIME's hard limit is below the tags here")
+	}
+	b.Run("command-true", func(b *testing.B) {
+		c := benchAgent(b)
+		for b.Loop() {
+			benchRun(b, c, wire.ExecRequest{Args: []string{"true"}})
+		}
+	})
+	b.Run("tag-per-command", func(b *testing.B) {
+		t := newTagger()
+		for b.Loop() {
+			if t.arm() == 0 {
+				b.Fatal("arm failed")
+			}
+		}
+	})
+	b.Run("scan-per-kill", func(b *testing.B) {
+		for b.Loop() {
+			tagged(tagBase)
+		}
+	})
+	b.Run("timeout-kills-3-daemons", func(b *testing.B) {
+		c := benchAgent(b)
+		script := "setsid sh -c 'sleep 100 &'; sh -c 'sleep 100 >/dev/null 2>&1 &'; (setsid sleep 100 &); sleep 100"
+		for b.Loop() {
+			rep := benchRun(b, c, wire.ExecRequest{Args: []string{"sh", "-c", script}, TimeoutMs: 50})
+			if !rep.TimedOut || len(rep.Survivors) > 0 {
+				b.Fatalf("reply %+v", rep)
+			}
+		}
+	})
+}
+
+// TestTagSurvivesSetsidAndDoubleFork: the processes a command leaves
+// behind through setsid and a double fork carry its tag, and only its.
+func TestTagSurvivesSetsidAndDoubleFork(t *testing.T) {
+	if newTagger().off {
+		t.Skip("RLIMIT_RTTIME's hard limit is below the tags here")
+	}
+	c, _ := servePair(t, ServeOptions{}, wire.Hello{Workspace: t.TempDir(), Env: []string{"PATH=/usr/bin:/bin"}})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var rep wire.ExecReply
+	err := c.Do(ctx, "exec", wire.ExecRequest{Job: true, Args: []string{"sh", "-c", "setsid sh -c 'sleep 77.5 &'; (setsid sleep 77.5 &); echo started"}}, &rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st wire.JobStatus
+	if err := c.Do(ctx, "job.wait", wire.JobRef{ID: rep.JobID}, &st); err != nil {
+		t.Fatal(err)
+	}
+	var lim unix.Rlimit
+	found := 0
+	for _, pid := range Descendants(os.Getpid()) {
+		if unix.Prlimit(pid, tagResource, nil, &lim) == nil && lim.Cur >= tagBase && alive(pid) {
+			found++
+		}
+	}
+	if found != 2 {
+		t.Fatalf("%d tagged processes below the agent, want the 2 daemons", found)
+	}
+	if err := c.Do(ctx, "job.kill", wire.JobSignalRequest{ID: rep.JobID, Signal: int(syscall.SIGKILL)}, nil); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		left := 0
+		for _, pid := range Descendants(os.Getpid()) {
+			if alive(pid) {
+				left++
+			}
+		}
+		if left == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d daemons survived the job's kill", left)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

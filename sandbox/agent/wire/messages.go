@@ -1,0 +1,256 @@
+package wire
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// Hello is the client's first frame: the protocol version and the settings
+// the agent applies to every request.
+type Hello struct {
+	Version int `json:"version"`
+	// Workspace is the workspace directory as the agent sees it. File
+	// requests are confined to it; relative command dirs start there.
+	Workspace string `json:"workspace"`
+	// Env is the base environment of every process (KEY=VALUE). The host's
+	// environment never reaches the agent's children: only this list and
+	// what a request adds.
+	Env []string `json:"env"`
+	// FileSizeBytes caps a single file written through the file API (0 = none).
+	FileSizeBytes int64 `json:"file_size_bytes,omitempty"`
+	// DiskBytes caps the workspace's total size for the file API (0 = none).
+	DiskBytes int64 `json:"disk_bytes,omitempty"`
+	// Rlimits are applied to every process the agent starts (with
+	// prlimit, right after the process is created), not to the agent.
+	Rlimits []Rlimit `json:"rlimits,omitempty"`
+	// Proxy, when set, is a loopback address inside the sandbox
+	// ("127.0.0.1:3128") where the agent accepts connections for the
+	// egress proxy and carries each to the client (see Client.Egress).
+	Proxy string `json:"proxy,omitempty"`
+}
+
+// Rlimit is one resource limit for the agent's children.
+type Rlimit struct {
+	Resource int    `json:"resource"` // RLIMIT_* number
+	Name     string `json:"name"`     // for messages, e.g. "RLIMIT_CPU"
+	Soft     uint64 `json:"soft"`
+	Hard     uint64 `json:"hard"`
+}
+
+// HelloReply is the agent's answer to Hello.
+type HelloReply struct {
+	Version  int    `json:"version"`
+	PID      int    `json:"pid"`
+	PID1     bool   `json:"pid1"`
+	UID      int    `json:"uid"`
+	Python   string `json:"python,omitempty"` // path of python3 on the sandbox PATH, "" if none
+	Bash     string `json:"bash,omitempty"`   // path of bash, "" if none
+	Hostname string `json:"hostname,omitempty"`
+	// Proxy is the address the agent listens on for the egress proxy, ""
+	// when Hello asked for none (or the agent predates egress).
+	Proxy string `json:"proxy,omitempty"`
+}
+
+// Request is one operation. Args holds the op's argument struct.
+type Request struct {
+	Op   string          `json:"op"`
+	Args json.RawMessage `json:"args,omitempty"`
+}
+
+// Reply ends a request: either Result or Error is set.
+type Reply struct {
+	Result json.RawMessage `json:"result,omitempty"`
+	Error  *WireError      `json:"error,omitempty"`
+}
+
+// WireError is an error as it crosses the stream: a stable code (see the
+// Code constants) and a message for people and models.
+type WireError struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// Error returns the message.
+func (e *WireError) Error() string { return e.Message }
+
+// Error codes produced by the agent. Package sandbox maps each to its own
+// error type with an "SBX_" prefix.
+const (
+	CodeNotFound        = "NOT_FOUND"
+	CodeExists          = "EXISTS"
+	CodePathEscape      = "PATH_ESCAPE"
+	CodeQuota           = "QUOTA"
+	CodeNoSpace         = "NO_SPACE"
+	CodeInvalidArgument = "INVALID_ARGUMENT"
+	CodeNotDir          = "NOT_DIR"
+	CodeIsDir           = "IS_DIR"
+	CodeBinary          = "BINARY"
+	CodeTooLarge        = "TOO_LARGE"
+	CodePermission      = "PERMISSION"
+	CodeNoMatch         = "NO_MATCH"
+	CodeAmbiguous       = "AMBIGUOUS"
+	CodeTimeout         = "TIMEOUT"
+	CodeCanceled        = "CANCELED"
+	CodeExec            = "EXEC"
+	CodeBusy            = "BUSY"
+	CodeInternal        = "INTERNAL"
+)
+
+// Errorf returns a WireError with code and a formatted message.
+func Errorf(code, format string, args ...any) *WireError {
+	return &WireError{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// Event is an interim message about a request (e.g. its process started).
+type Event struct {
+	Kind string `json:"kind"` // "started"
+	PID  int    `json:"pid,omitempty"`
+}
+
+// SignalRequest asks the agent to signal a request's process.
+type SignalRequest struct {
+	Signal int `json:"signal"`
+	// Foreground signals the foreground process group of the request's
+	// pty instead of the process itself (like a key typed at a terminal).
+	Foreground bool `json:"foreground,omitempty"`
+	// Group signals the process's whole process group; SIGKILL also
+	// reaches its descendants outside the group and, on a pty, its session.
+	Group bool `json:"group,omitempty"`
+}
+
+// ExecRequest starts a process (op "exec").
+type ExecRequest struct {
+	Args []string `json:"args"`
+	// Dir is relative to the workspace, or absolute. Empty = workspace.
+	Dir string `json:"dir,omitempty"`
+	// Env entries (KEY=VALUE) override the base environment.
+	Env []string `json:"env,omitempty"`
+	// Stdin keeps the process's stdin open for Stdin frames; otherwise it
+	// reads /dev/null.
+	Stdin bool `json:"stdin,omitempty"`
+	// Pty runs the process on a new pseudo-terminal (stdout carries the
+	// terminal's output; stderr is merged into it).
+	Pty  bool   `json:"pty,omitempty"`
+	Rows uint16 `json:"rows,omitempty"`
+	Cols uint16 `json:"cols,omitempty"`
+	// TimeoutMs kills the process tree after this long (0 = none; the
+	// client always sets one for commands).
+	TimeoutMs int64 `json:"timeout_ms,omitempty"`
+	// MaxOutput caps the bytes kept of each of stdout and stderr: the
+	// first half is streamed as produced, the last bytes are returned in
+	// the reply, the middle is dropped and counted. 0 = stream everything.
+	// The agent caps it at 8 MiB, so that the tails fit in one reply.
+	MaxOutput int `json:"max_output,omitempty"`
+	// Job starts a background job: the reply comes at once with its id,
+	// and output goes to a ring buffer of RingBytes read by job ops.
+	Job       bool `json:"job,omitempty"`
+	RingBytes int  `json:"ring_bytes,omitempty"`
+	// Events asks for a "started" Event once the process runs (it costs a
+	// frame, so a plain command run goes without).
+	Events bool `json:"events,omitempty"`
+	// OutputFile, when set, is a workspace path the agent writes every
+	// byte of output to as it is read (stdout and stderr interleaved in
+	// arrival order), whatever MaxOutput keeps. Parent dirs are created.
+	OutputFile string `json:"output_file,omitempty"`
+	// OutputFileLimit caps that file (0 = DefaultOutputFileLimit); bytes
+	// past it are counted, not written.
+	OutputFileLimit int64 `json:"output_file_limit,omitempty"`
+}
+
+// OutputFileReport says what became of an ExecRequest.OutputFile.
+type OutputFileReport struct {
+	// OutputFile is the path written, as requested ("" when none was).
+	OutputFile string `json:"output_file,omitempty"`
+	// OutputFileBytes counts the bytes in the file.
+	OutputFileBytes int64 `json:"output_file_bytes,omitempty"`
+	// OutputFileCut counts bytes not written because of the limit.
+	OutputFileCut int64 `json:"output_file_cut,omitempty"`
+	// OutputFileError is set when writing failed: the file then holds
+	// only the first OutputFileBytes bytes.
+	OutputFileError string `json:"output_file_error,omitempty"`
+}
+
+// ExecReply is the end of an exec request.
+type ExecReply struct {
+	PID        int    `json:"pid"`
+	ExitCode   int    `json:"exit_code"`
+	Signal     string `json:"signal,omitempty"`
+	DurationNs int64  `json:"duration_ns"`
+	TimedOut   bool   `json:"timed_out,omitempty"`
+	Canceled   bool   `json:"canceled,omitempty"`
+	// StdoutTail and StderrTail are the bytes kept after the streamed head
+	// when MaxOutput is set; Dropped counts the bytes cut between them.
+	StdoutTail    []byte `json:"stdout_tail,omitempty"`
+	StderrTail    []byte `json:"stderr_tail,omitempty"`
+	StdoutDropped int64  `json:"stdout_dropped,omitempty"`
+	StderrDropped int64  `json:"stderr_dropped,omitempty"`
+	// JobID is set in the immediate reply of a job start.
+	JobID string `json:"job_id,omitempty"`
+	// LeftRunning lists processes the command left behind that still
+	// held its stdout or stderr open when it exited: the agent stopped
+	// reading shortly after the exit, so what they print later is not
+	// captured. Everything read up to then is in the output or counted.
+	LeftRunning []int `json:"left_running,omitempty"`
+	// Killed counts the processes besides the main one that a timeout or
+	// cancel signalled: the command's tree and everything carrying its tag
+	// (daemons that left the tree included).
+	Killed int `json:"killed,omitempty"`
+	// Survivors lists the command's processes still alive after that kill
+	// (none normally).
+	Survivors []int `json:"survivors,omitempty"`
+	OutputFileReport
+}
+
+// JobRef names a job (ops job.status, job.wait, job.remove).
+type JobRef struct {
+	ID string `json:"id"`
+}
+
+// JobOutputRequest reads a job's output from a cursor (op job.output).
+type JobOutputRequest struct {
+	ID    string `json:"id"`
+	Since int64  `json:"since"`
+	Max   int    `json:"max,omitempty"`
+}
+
+// JobOutput is a slice of a job's combined output.
+type JobOutput struct {
+	Data []byte `json:"data"`
+	// Next is the cursor to pass as Since next time.
+	Next int64 `json:"next"`
+	// Dropped counts bytes after Since that the ring buffer no longer
+	// holds (they were overwritten before being read).
+	Dropped int64     `json:"dropped,omitempty"`
+	Status  JobStatus `json:"status"`
+}
+
+// JobStatus describes one job.
+type JobStatus struct {
+	ID        string   `json:"id"`
+	Args      []string `json:"args"`
+	PID       int      `json:"pid"`
+	Running   bool     `json:"running"`
+	ExitCode  int      `json:"exit_code"`
+	Signal    string   `json:"signal,omitempty"`
+	StartedNs int64    `json:"started_ns"`
+	EndedNs   int64    `json:"ended_ns,omitempty"`
+	// Written counts all output bytes the job produced.
+	Written int64 `json:"written"`
+	// LeftRunning: see ExecReply (set once the job ended).
+	LeftRunning []int `json:"left_running,omitempty"`
+	// The job's OutputFile so far (final once the job ended).
+	OutputFileReport
+}
+
+// JobSignalRequest signals a job's process tree (op job.kill).
+type JobSignalRequest struct {
+	ID     string `json:"id"`
+	Signal int    `json:"signal"`
+}
+
+// JobStdinRequest writes to a job's stdin (op job.stdin).
+type JobStdinRequest struct {
+	ID    string `json:"id"`
+	Data  []byte `json:"data,omitempty"`
+	Close bool   `json:"close,omitempty"`
+}

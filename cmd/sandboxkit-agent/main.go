@@ -1,5 +1,5 @@
 // Command sandboxkit-agent is sandboxkit's in-sandbox agent as a standalone
-// program: it serves the agent protocol (package sandbox/agent) on its
+// program: it serves the agent protocol (package sandbox/agent/server) on its
 // standard input and output until standard input closes, then kills every
 // process it started and exits.
 //

@@ -2,7 +2,7 @@
 // sandbox) and a backend that provides an isolation boundary (sandbox/local,
 // sandbox/docker, ...), in the way database/sql/driver sits below database/sql.
 //
-// A backend's only jobs are: start the in-sandbox agent (sandbox/agent) inside
+// A backend's only jobs are: start the in-sandbox agent (sandbox/agent/server) inside
 // its boundary, carry the agent's single byte stream, pause, resume and
 // destroy the boundary, and report truthfully which controls it applied.
 // Commands, jobs, files, search, bash sessions and the Python kernel are built

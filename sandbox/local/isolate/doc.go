@@ -3,7 +3,7 @@
 // view of the host's system directories, Landlock, a seccomp deny-list,
 // capabilities dropped, rlimits and cgroups. It holds only the mechanisms;
 // the launcher (sandbox/local) starts the processes and the agent
-// (sandbox/agent) serves requests inside.
+// (sandbox/agent/server) serves requests inside.
 //
 // # Threat model
 //

@@ -189,7 +189,7 @@ func (s *server) resolveDir(dir string) (string, *wire.WireError) {
 	if !fi.IsDir() {
 		return "", wire.Errorf(wire.CodeNotDir, "working directory %q is not a directory", dir)
 	}
-	return filepath.Join(s.ws.dir, rel), nil
+	return filepath.Join(s.ws.host, rel), nil
 }
 
 func mergeEnv(base, extra []string) []string {

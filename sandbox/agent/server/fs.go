@@ -25,9 +25,10 @@ import (
 // kernel-level openat walk refuses "..", absolute paths, and symlinks
 // (including ones swapped in during a request) that lead outside.
 type workspace struct {
-	dir    string // the workspace as the agent sees it
+	dir    string // the workspace as requests and processes name it
+	host   string // the directory opened as root (dir, unless ServeOptions.WorkspaceDir)
 	root   *os.Root
-	rootFD int // O_PATH descriptor of dir for openat2 (search), -1 if none
+	rootFD int // O_PATH descriptor of host for openat2 (search), -1 if none
 	fsize  int64
 	disk   int64
 	// The sweep of temporary files left by dead writers runs in the
@@ -35,17 +36,24 @@ type workspace struct {
 	sweepStop, sweepDone chan struct{}
 }
 
-func openWorkspace(h wire.Hello) (*workspace, error) {
+func openWorkspace(h wire.Hello) (*workspace, error) { return openWorkspaceAt(h, "") }
+
+// openWorkspaceAt opens host as the workspace that requests name
+// h.Workspace (ServeOptions.WorkspaceDir); host "" is h.Workspace itself.
+func openWorkspaceAt(h wire.Hello, host string) (*workspace, error) {
 	dir := filepath.Clean(h.Workspace)
 	if !filepath.IsAbs(dir) {
 		return nil, fmt.Errorf("workspace %q is not an absolute path", h.Workspace)
 	}
-	root, err := os.OpenRoot(dir)
+	if host == "" {
+		host = dir
+	}
+	root, err := os.OpenRoot(host)
 	if err != nil {
 		return nil, err
 	}
-	rootFD := openPathFD(dir)
-	w := &workspace{dir: dir, root: root, rootFD: rootFD, fsize: h.FileSizeBytes, disk: h.DiskBytes,
+	rootFD := openPathFD(host)
+	w := &workspace{dir: dir, host: host, root: root, rootFD: rootFD, fsize: h.FileSizeBytes, disk: h.DiskBytes,
 		sweepStop: make(chan struct{}), sweepDone: make(chan struct{})}
 	go func() {
 		defer close(w.sweepDone)

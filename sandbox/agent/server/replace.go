@@ -222,7 +222,7 @@ func (w *workspace) writeError(shown string, err error, replacing bool) *wire.Wi
 	}
 	var sfs unix.Statfs_t
 	total, free := int64(-1), int64(-1)
-	if unix.Statfs(w.dir, &sfs) == nil {
+	if unix.Statfs(w.host, &sfs) == nil {
 		total, free = int64(sfs.Blocks)*int64(sfs.Bsize), int64(sfs.Bavail)*int64(sfs.Bsize) // Bsize is uint32 on darwin
 	}
 	// The quota is the full file system when the backend sized one for

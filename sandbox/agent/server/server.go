@@ -32,6 +32,17 @@ type ServeOptions struct {
 	// thread (one in another cgroup) runs them there. An error from Spawn
 	// itself means the start did not run.
 	Spawn func(start func() error) error
+	// WorkspaceDir, when set, is the directory opened as the workspace
+	// that requests and processes name Hello.Workspace: the fake sandbox
+	// serves a temporary directory as /workspace. Empty: Hello.Workspace
+	// is the directory.
+	WorkspaceDir string
+	// Observe, when set, is told of each request as it arrives (its
+	// operation and raw arguments) and, through the function it returns
+	// (nil: not interested), of how it ended: its error, nil on success.
+	// The fake sandbox records a test's calls with it. It runs on the
+	// request loop and must not block.
+	Observe func(op string, args json.RawMessage) (end func(*wire.WireError))
 }
 
 // Serve runs the agent protocol over conn until the stream closes or
@@ -47,6 +58,8 @@ func Serve(conn io.ReadWriteCloser, opts ServeOptions) error {
 		qwake:          make(chan struct{}, 1),
 		processesReady: opts.ProcessesReady,
 		spawn:          opts.Spawn,
+		wsDir:          opts.WorkspaceDir,
+		observe:        opts.Observe,
 	}
 	if s.logf == nil {
 		s.logf = func(string, ...any) {}
@@ -72,6 +85,9 @@ type server struct {
 	processesReady <-chan struct{}
 	// spawn runs process starts (ServeOptions.Spawn).
 	spawn func(start func() error) error
+	// wsDir and observe are ServeOptions.WorkspaceDir and Observe.
+	wsDir   string
+	observe func(op string, args json.RawMessage) func(*wire.WireError)
 
 	// The read loop never writes to conn itself: when a command floods
 	// the stream, conn's buffer is full and a write would block, and a
@@ -150,7 +166,7 @@ func (s *server) handleHello(p []byte) error {
 		return fmt.Errorf("%w: version %d", wire.ErrProtocol, h.Version)
 	}
 	s.hello = h
-	ws, err := openWorkspace(h)
+	ws, err := openWorkspaceAt(h, s.wsDir)
 	if err != nil {
 		msg, _ := json.Marshal(wire.Reply{Error: wire.Errorf(wire.CodeNotFound, "agent cannot open workspace %q: %v", h.Workspace, err)})
 		_ = s.send(0, wire.FrameHelloOK, msg)
@@ -222,7 +238,11 @@ func (s *server) dispatch(f wire.Frame) error {
 			s.replyError(f.ID, wire.Errorf(wire.CodeInvalidArgument, "malformed request: %v", err))
 			return nil
 		}
-		if s.serveInline(f.ID, req) {
+		var end func(*wire.WireError)
+		if s.observe != nil {
+			end = s.observe(req.Op, req.Args)
+		}
+		if s.serveInline(f.ID, req, end) {
 			return nil
 		}
 		ctx, cancel := context.WithCancel(context.Background())
@@ -237,7 +257,7 @@ func (s *server) dispatch(f wire.Frame) error {
 		s.reqs[f.ID] = r
 		s.handlers.Add(1)
 		s.mu.Unlock()
-		go s.handle(r, req)
+		go s.handle(r, req, end)
 	case wire.FrameStdin, wire.FrameStdinClose, wire.FrameCancel, wire.FrameSignal, wire.FrameAck:
 		s.mu.Lock()
 		r := s.reqs[f.ID]
@@ -344,7 +364,7 @@ func (r *request) event(e wire.Event) {
 	_ = r.s.send(r.id, wire.FrameEvent, b)
 }
 
-func (s *server) handle(r *request, req wire.Request) {
+func (s *server) handle(r *request, req wire.Request, end func(*wire.WireError)) {
 	defer s.handlers.Done()
 	// Wake senders blocked on credit when the request ends.
 	stop := context.AfterFunc(r.ctx, func() {
@@ -368,6 +388,9 @@ func (s *server) handle(r *request, req wire.Request) {
 	delete(s.reqs, r.id)
 	s.mu.Unlock()
 	r.cancel()
+	if end != nil {
+		end(werr)
+	}
 	s.reply(r.id, result, werr, r.blob)
 }
 
@@ -425,7 +448,7 @@ const inlineReadMax = 64 << 10
 // itself. A new goroutine for them would usually be picked up by another
 // thread, and on a busy machine waking that thread costs far more than
 // the work. It reports whether it answered the request.
-func (s *server) serveInline(id uint32, req wire.Request) (answered bool) {
+func (s *server) serveInline(id uint32, req wire.Request, end func(*wire.WireError)) (answered bool) {
 	var result any
 	var werr *wire.WireError
 	var blob []byte
@@ -435,6 +458,9 @@ func (s *server) serveInline(id uint32, req wire.Request) (answered bool) {
 			result, werr, answered = nil, wire.Errorf(wire.CodeInternal, "agent failed while handling %q: %v", req.Op, p), true
 		}
 		if answered {
+			if end != nil {
+				end(werr)
+			}
 			s.enqueue(encodeReply(id, result, werr, blob))
 		}
 	}()

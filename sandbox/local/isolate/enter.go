@@ -115,8 +115,10 @@ type stageFDs struct {
 	inPlace bool
 	// errW receives a failure report (vforked child).
 	errW int
-	// cgroupProcs are the sandbox's cgroup.procs files, opened by the
-	// host, which the vforked child joins by writing "0" (itself).
+	// cgroupProcs are the sandbox's cgroup files, opened by the host,
+	// which the vforked child joins by writing "0" (itself): "tasks" of
+	// each v1 hierarchy, and cgroup.procs of the v2 one unless the child
+	// was born there (see launchForked).
 	cgroupProcs []int
 	// root: the host runs as root, so the child drops to Plan.HostUID
 	// itself before it makes its user namespace.

@@ -3,7 +3,11 @@
 package isolate
 
 import (
+	"fmt"
 	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -67,5 +71,60 @@ func TestLaunchReportsTheFailingStep(t *testing.T) {
 	_, err = h.Launch(LaunchRequest{Config: []byte("{}"), Stream: w})
 	if err == nil || !strings.Contains(err.Error(), "open_tree "+spec.HostWorkspace+"-gone") || !strings.Contains(err.Error(), "no such file") {
 		t.Fatalf("Launch with a missing workspace: %v, want the open_tree step and ENOENT", err)
+	}
+}
+
+// Every process of a launched sandbox is in every one of its cgroups, both
+// when the launcher's child is born in the cgroup v2 directory (clone3
+// with CLONE_INTO_CGROUP) and joins v1 through "tasks", and on the
+// fallback for kernels without CLONE_INTO_CGROUP, where it writes itself
+// into cgroup.procs. A child left out of one would escape that
+// hierarchy's limit, freezer or kill.
+func TestLaunchJoinsEveryCgroup(t *testing.T) {
+	requireTier(t, driver.TierNamespace)
+	defer cloneIntoCgroup.Store(cloneIntoCgroup.Load())
+	for _, into := range []bool{true, false} {
+		for _, tier := range []driver.Tier{driver.TierNamespace, driver.TierLandlock} {
+			t.Run(fmt.Sprintf("%s/clone-into-cgroup=%v", tier, into), func(t *testing.T) {
+				requireTier(t, tier)
+				cloneIntoCgroup.Store(into)
+				spec := newSpec(t, tier)
+				spec.Limits = driver.Limits{Pids: 64, MemoryBytes: 512 << 20}
+				b := start(t, spec, "echo ready; sleep 60")
+				if l := b.line(t); l != "ready" {
+					t.Fatalf("probe said %q", l)
+				}
+				if b.h.cg == nil || len(b.h.cg.all) == 0 {
+					t.Skip("no cgroups here: nothing to join")
+				}
+				members := func(dir string) []int {
+					var pids []int
+					for _, d := range []string{dir, filepath.Join(dir, commandsCgroup)} {
+						raw, err := os.ReadFile(filepath.Join(d, "cgroup.procs"))
+						if err != nil {
+							continue
+						}
+						for _, f := range strings.Fields(string(raw)) {
+							n, _ := strconv.Atoi(f)
+							pids = append(pids, n)
+						}
+					}
+					slices.Sort(pids)
+					return slices.Compact(pids)
+				}
+				first := members(b.h.cg.all[0])
+				if !slices.Contains(first, b.proc.Pid) || len(first) < 2 {
+					t.Fatalf("cgroup %s holds %v, want the agent %d and its command", b.h.cg.all[0], first, b.proc.Pid)
+				}
+				for _, dir := range b.h.cg.all[1:] {
+					if got := members(dir); !slices.Equal(got, first) {
+						t.Errorf("cgroup %s holds %v, %s holds %v: every process belongs in each", dir, got, b.h.cg.all[0], first)
+					}
+				}
+				if into && b.h.cg.v2 != "" && !cloneIntoCgroup.Load() {
+					t.Logf("this kernel refused clone3 with CLONE_INTO_CGROUP: the launch fell back to a write")
+				}
+			})
+		}
 	}
 }

@@ -36,6 +36,16 @@ type program struct {
 	// pid1 receives the host pid of the namespace tier's PID 1 (opVfork
 	// with CLONE_PARENT_SETTID).
 	pid1 int32
+	// clone, when clone.flags is set, starts the forked child with
+	// clone3 instead of clone: CLONE_INTO_CGROUP puts it in the sandbox's
+	// cgroup v2 from its first instruction (see launchForked).
+	clone cloneArgs
+}
+
+// cloneArgs is the kernel's struct clone_args up to its cgroup field
+// (CLONE_ARGS_SIZE_VER2).
+type cloneArgs struct {
+	flags, pidfd, childTID, parentTID, exitSignal, stack, stackSize, tls, setTID, setTIDSize, cgroup uint64
 }
 
 const maxSlots = 64
@@ -196,7 +206,8 @@ func (p *program) run(from int) (next int, hook bool, errno syscall.Errno) {
 }
 
 // vforkRun starts a child with CLONE_VM|CLONE_VFORK (flags adds to
-// them) that runs p on the caller's stack, ending in execve or, on failure,
+// them; with p.clone set, clone3 with p.clone instead) that runs p on the
+// caller's stack, ending in execve or, on failure,
 // writing {op index, errno} to p.errFD and exiting 127; the caller sleeps
 // until then. All signals must be blocked on the calling thread: the child
 // has no runtime to run a Go signal handler.
@@ -204,7 +215,12 @@ func (p *program) run(from int) (next int, hook bool, errno syscall.Errno) {
 //go:nosplit
 //go:norace
 func vforkRun(p *program, flags uintptr) (pid uintptr, errno syscall.Errno) {
-	r1, e := rawVfork(flags|syscall.CLONE_VM|syscall.CLONE_VFORK, 0, 0)
+	var r1, e uintptr
+	if p.clone.flags != 0 {
+		r1, e = rawClone3(unsafe.Pointer(&p.clone), unsafe.Sizeof(p.clone))
+	} else {
+		r1, e = rawVfork(flags|syscall.CLONE_VM|syscall.CLONE_VFORK, 0, 0)
+	}
 	if e != 0 || r1 != 0 {
 		// The caller must return at once: the child has used this frame.
 		return r1, syscall.Errno(e)

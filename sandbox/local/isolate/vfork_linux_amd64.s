@@ -40,3 +40,27 @@ done:
 	MOVQ	AX, pid+24(FP)
 	MOVQ	$0, errno+32(FP)
 	RET
+
+// func rawClone3(args unsafe.Pointer, size uintptr) (pid uintptr, errno uintptr)
+//
+// clone3(2) for a vfork-style child (CLONE_VM|CLONE_VFORK in args, no
+// stack: the child runs on this stack while the caller sleeps), with the
+// same care for the return address as rawVfork. The kernel copies *args
+// before the child exists.
+TEXT ·rawClone3(SB),NOSPLIT|NOFRAME,$0-32
+	MOVQ	args+0(FP), DI
+	MOVQ	size+8(FP), SI
+	MOVQ	$435, AX	// SYS_clone3
+	POPQ	R12
+	SYSCALL
+	PUSHQ	R12
+	CMPQ	AX, $0xfffffffffffff001
+	JLS	ok3
+	MOVQ	$0, pid+16(FP)
+	NEGQ	AX
+	MOVQ	AX, errno+24(FP)
+	RET
+ok3:
+	MOVQ	AX, pid+16(FP)
+	MOVQ	$0, errno+24(FP)
+	RET

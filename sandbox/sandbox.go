@@ -577,13 +577,21 @@ func (sb *Sandbox) Renew(ctx context.Context) error {
 
 // Pause freezes every process in the sandbox. While paused, calls fail
 // with SBX_PAUSED (nothing is queued); Resume continues the processes
-// where they stopped.
+// where they stopped. Pausing is optional for a backend (driver.Pauser):
+// the local, docker and kubernetes backends pause; on a backend that
+// cannot, Pause fails with SBX_UNSUPPORTED and the sandbox keeps running.
 func (sb *Sandbox) Pause(ctx context.Context) error {
 	start := time.Now()
 	if err := sb.check("Sandbox.Pause"); err != nil {
 		return err
 	}
-	err := sb.inst.Pause(ctx)
+	p, ok := sb.inst.(driver.Pauser)
+	if !ok {
+		err := newError(CodeUnsupported, "Sandbox.Pause", "the %s backend cannot pause a sandbox (it does not implement driver.Pauser); the sandbox keeps running", sb.cfg.driver.Name())
+		sb.auditEvent(ctx, "Sandbox.Pause", "", start, err)
+		return err
+	}
+	err := p.Pause(ctx)
 	if err == nil {
 		sb.mu.Lock()
 		sb.paused = true
@@ -594,7 +602,8 @@ func (sb *Sandbox) Pause(ctx context.Context) error {
 	return err
 }
 
-// Resume thaws a paused sandbox.
+// Resume thaws a paused sandbox. On a backend that cannot pause it fails
+// with SBX_UNSUPPORTED, as Pause does.
 func (sb *Sandbox) Resume(ctx context.Context) error {
 	start := time.Now()
 	sb.mu.Lock()
@@ -603,7 +612,13 @@ func (sb *Sandbox) Resume(ctx context.Context) error {
 	if closed {
 		return newError(CodeClosed, "Sandbox.Resume", "the sandbox is closed")
 	}
-	err := sb.inst.Resume(ctx)
+	p, ok := sb.inst.(driver.Pauser)
+	if !ok {
+		err := newError(CodeUnsupported, "Sandbox.Resume", "the %s backend cannot pause a sandbox (it does not implement driver.Pauser), so there is nothing to resume", sb.cfg.driver.Name())
+		sb.auditEvent(ctx, "Sandbox.Resume", "", start, err)
+		return err
+	}
+	err := p.Resume(ctx)
 	if err == nil {
 		sb.mu.Lock()
 		sb.paused = false

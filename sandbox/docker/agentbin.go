@@ -78,14 +78,14 @@ func checkStaticELF(path, goarch string) error {
 // the package doc describes.
 func findAgent(ctx context.Context, explicit, goarch string) (*agentBin, error) {
 	fail := func(err error, msg string) error {
-		return driver.Errorf(CodeIsolationUnavailable, err, msg)
+		return driver.Errorf(driver.CodeIsolationUnavailable, err, msg)
 	}
 	for _, c := range []struct{ path, from string }{{explicit, "docker agent option"}, {os.Getenv(agentEnv), "$" + agentEnv}} {
 		if c.path == "" {
 			continue
 		}
 		if err := checkStaticELF(c.path, goarch); err != nil {
-			return nil, driver.Errorf(CodeInvalidArgument, err, fmt.Sprintf(
+			return nil, driver.Errorf(driver.CodeInvalidArgument, err, fmt.Sprintf(
 				"the agent binary from %s cannot run in the container; build one with `CGO_ENABLED=0 GOOS=linux GOARCH=%s go build %s`",
 				c.from, goarch, agentPkg))
 		}
@@ -109,7 +109,7 @@ func findAgent(ctx context.Context, explicit, goarch string) (*agentBin, error) 
 func agentFromFile(path string, args []string, source string) (*agentBin, error) {
 	st, err := os.Stat(path)
 	if err != nil {
-		return nil, driver.Errorf(CodeInvalidArgument, err, "cannot read the agent binary")
+		return nil, driver.Errorf(driver.CodeInvalidArgument, err, "cannot read the agent binary")
 	}
 	key := fmt.Sprintf("%s\x00%d\x00%d", path, st.Size(), st.ModTime().UnixNano())
 	agents.mu.Lock()
@@ -119,7 +119,7 @@ func agentFromFile(path string, args []string, source string) (*agentBin, error)
 	}
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, driver.Errorf(CodeInvalidArgument, err, "cannot read the agent binary")
+		return nil, driver.Errorf(driver.CodeInvalidArgument, err, "cannot read the agent binary")
 	}
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)

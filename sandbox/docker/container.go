@@ -64,12 +64,12 @@ func (d *Driver) launch(ctx context.Context, p *plan, f *engineFacts, imageID st
 	created, err := d.cli.ContainerCreate(ctx, cfg, hc, nil, nil, p.name)
 	if err != nil {
 		if cerrdefs.IsConflict(err) {
-			return nil, driver.Errorf(CodeExists, err, fmt.Sprintf(
+			return nil, driver.Errorf(driver.CodeExists, err, fmt.Sprintf(
 				"a container named %s already exists (a sandbox with id %q is running or was left behind); use another sandbox id, or remove leftovers with `sandboxkit gc`",
 				p.name, p.cfg.ID))
 		}
 		if cerrdefs.IsNotFound(err) {
-			return nil, driver.Errorf(CodeNotFound, err, fmt.Sprintf("image %q disappeared from the Docker engine; retry", p.image))
+			return nil, driver.Errorf(driver.CodeNotFound, err, fmt.Sprintf("image %q disappeared from the Docker engine; retry", p.image))
 		}
 		return nil, d.engineError("creating the sandbox container", err)
 	}
@@ -91,7 +91,7 @@ func (d *Driver) launch(ctx context.Context, p *plan, f *engineFacts, imageID st
 	for _, w := range created.Warnings {
 		lw := strings.ToLower(w)
 		if strings.Contains(lw, "does not support") && !strings.Contains(lw, "swap") {
-			return nil, driver.Errorf(CodeIsolationUnavailable, nil, fmt.Sprintf(
+			return nil, driver.Errorf(driver.CodeIsolationUnavailable, nil, fmt.Sprintf(
 				"the Docker engine will not apply every requested control: %s; enable that cgroup controller on the engine's host or drop the limit", w))
 		}
 		gaps = append(gaps, "engine warning: "+w)
@@ -152,9 +152,9 @@ func (d *Driver) startError(p *plan, err error) error {
 	msg := err.Error()
 	switch {
 	case strings.Contains(msg, "exec format error"):
-		return driver.Errorf(CodeIsolationUnavailable, err, "the agent binary does not match the engine's architecture; pass a static agent for it with docker.WithAgentBinary")
+		return driver.Errorf(driver.CodeIsolationUnavailable, err, "the agent binary does not match the engine's architecture; pass a static agent for it with docker.WithAgentBinary")
 	case strings.Contains(msg, "unknown or invalid runtime") || strings.Contains(msg, "runtime") && strings.Contains(msg, "not found"):
-		return driver.Errorf(CodeIsolationUnavailable, err, fmt.Sprintf("the Docker engine cannot start runtime %q; check its installation", p.runtime))
+		return driver.Errorf(driver.CodeIsolationUnavailable, err, fmt.Sprintf("the Docker engine cannot start runtime %q; check its installation", p.runtime))
 	}
 	return d.engineError("starting the sandbox container", err)
 }
@@ -271,10 +271,10 @@ var agentTaskReserve int64 = server.StdioTaskReserve
 func checkHostWorkspace(dir string, uid, gid int) error {
 	st, err := os.Stat(dir)
 	if err != nil {
-		return driver.Errorf(CodeInvalidArgument, err, "the workspace directory does not exist on this machine (a host workspace needs a local Docker engine)")
+		return driver.Errorf(driver.CodeInvalidArgument, err, "the workspace directory does not exist on this machine (a host workspace needs a local Docker engine)")
 	}
 	if !st.IsDir() {
-		return driver.Errorf(CodeInvalidArgument, nil, fmt.Sprintf("the workspace %s is not a directory", dir))
+		return driver.Errorf(driver.CodeInvalidArgument, nil, fmt.Sprintf("the workspace %s is not a directory", dir))
 	}
 	sys, ok := st.Sys().(*syscall.Stat_t)
 	if !ok {
@@ -286,7 +286,7 @@ func checkHostWorkspace(dir string, uid, gid int) error {
 		(int(sys.Gid) == gid && mode&0o020 != 0) ||
 		mode&0o002 != 0
 	if !writable {
-		return driver.Errorf(CodeInvalidArgument, nil, fmt.Sprintf(
+		return driver.Errorf(driver.CodeInvalidArgument, nil, fmt.Sprintf(
 			"the sandbox user %d:%d cannot write the workspace %s (owner %d:%d, mode %v); chown it to that user, or choose the owner's uid:gid with docker.WithUser",
 			uid, gid, dir, sys.Uid, sys.Gid, mode))
 	}
@@ -326,7 +326,7 @@ func (d *Driver) verify(ctx context.Context, id string, want *container.HostConf
 	}
 	check(ins.Config != nil && ins.Config.User == user, "user "+user)
 	if len(missing) > 0 {
-		return driver.Errorf(CodeIsolationUnavailable, nil, fmt.Sprintf(
+		return driver.Errorf(driver.CodeIsolationUnavailable, nil, fmt.Sprintf(
 			"the Docker engine (API %s) did not apply: %s; upgrade the engine or use another backend",
 			d.cli.ClientVersion(), strings.Join(missing, ", ")))
 	}
@@ -537,7 +537,7 @@ func (c *Container) alive() error {
 		if err := c.Err(); err != nil {
 			return err
 		}
-		return driver.Errorf(CodeDead, nil, "the sandbox container is gone; create a new sandbox")
+		return driver.Errorf(driver.CodeDead, nil, "the sandbox container is gone; create a new sandbox")
 	default:
 		return nil
 	}
@@ -589,7 +589,7 @@ func (c *Container) destroy(ctx context.Context) error {
 
 // errClosed marks a container that exited because it was closed; Err
 // reports nil for it.
-var errClosed = driver.Errorf(CodeDead, nil, "the sandbox was closed")
+var errClosed = driver.Errorf(driver.CodeDead, nil, "the sandbox was closed")
 
 func (c *Container) watchExit(waitC <-chan container.WaitResponse, errC <-chan error) {
 	defer c.wg.Done()
@@ -640,7 +640,7 @@ func (c *Container) deathError(code int64, werr error) error {
 	}
 	switch {
 	case c.oom:
-		return driver.Errorf(CodeDead, werr, fmt.Sprintf(
+		return driver.Errorf(driver.CodeDead, werr, fmt.Sprintf(
 			"the sandbox container was killed by the OOM killer (memory limit %d bytes, tmpfs files included); raise Limits.MemoryBytes or use less memory, then create a new sandbox%s",
 			c.limit, detail))
 	case threadExhaustion(head):
@@ -648,19 +648,19 @@ func (c *Container) deathError(code int64, werr error) error {
 		if c.pids > 0 {
 			limit = fmt.Sprintf("pids limit %d tasks, threads included", c.pids)
 		}
-		return driver.Errorf(CodeDead, werr, fmt.Sprintf(
+		return driver.Errorf(driver.CodeDead, werr, fmt.Sprintf(
 			"the sandbox's agent died: it could not create a thread because the container's tasks were exhausted (%s), most likely by a fork bomb or too many processes; lower the commands' process count or raise Limits.Pids, then create a new sandbox%s",
 			limit, detail))
 	case c.killSig != "":
-		return driver.Errorf(CodeDead, werr, fmt.Sprintf(
+		return driver.Errorf(driver.CodeDead, werr, fmt.Sprintf(
 			"the sandbox container was killed through the Docker engine (signal %s: docker kill, docker stop, docker rm -f or the engine shutting down); create a new sandbox%s",
 			c.killSig, detail))
 	case code == 137:
-		return driver.Errorf(CodeDead, werr, "the sandbox container was killed by SIGKILL from outside the engine (e.g. kill -9 of its process on the engine's machine); create a new sandbox"+detail)
+		return driver.Errorf(driver.CodeDead, werr, "the sandbox container was killed by SIGKILL from outside the engine (e.g. kill -9 of its process on the engine's machine); create a new sandbox"+detail)
 	case code >= 0:
-		return driver.Errorf(CodeDead, werr, "the sandbox container exited with status "+strconv.FormatInt(code, 10)+"; create a new sandbox"+detail)
+		return driver.Errorf(driver.CodeDead, werr, "the sandbox container exited with status "+strconv.FormatInt(code, 10)+"; create a new sandbox"+detail)
 	}
-	return driver.Errorf(CodeDead, werr, "lost track of the sandbox container; create a new sandbox"+detail)
+	return driver.Errorf(driver.CodeDead, werr, "lost track of the sandbox container; create a new sandbox"+detail)
 }
 
 // threadExhaustion recognises the Go runtime's last words when it cannot

@@ -216,7 +216,7 @@ func (d *Driver) Close() error {
 // facts returns what the engine told about itself, asking it on first use.
 func (d *Driver) facts(ctx context.Context) (*engineFacts, error) {
 	if d.cliErr != nil {
-		return nil, driver.Errorf(CodeBackend, d.cliErr, "cannot configure the Docker client (check DOCKER_HOST, DOCKER_CERT_PATH)")
+		return nil, driver.Errorf(driver.CodeBackend, d.cliErr, "cannot configure the Docker client (check DOCKER_HOST, DOCKER_CERT_PATH)")
 	}
 	d.mu.Lock()
 	f := d.engine
@@ -248,7 +248,7 @@ func (d *Driver) facts(ctx context.Context) (*engineFacts, error) {
 		}
 	}
 	if f.os != "linux" {
-		return nil, driver.Errorf(CodeIsolationUnavailable, nil, fmt.Sprintf(
+		return nil, driver.Errorf(driver.CodeIsolationUnavailable, nil, fmt.Sprintf(
 			"the Docker engine runs %s containers; sandboxkit needs a Linux engine", f.os))
 	}
 	d.mu.Lock()
@@ -299,17 +299,17 @@ func (d *Driver) resolve(cfg driver.Config) (*plan, error) {
 		case OptCPUs:
 			cpus = v
 		default:
-			return nil, driver.Errorf(CodeInvalidArgument, nil, fmt.Sprintf(
+			return nil, driver.Errorf(driver.CodeInvalidArgument, nil, fmt.Sprintf(
 				"unknown docker option %q; known: %s, %s, %s, %s, %s, %s", k, OptImage, OptRuntime, OptPull, OptUser, OptAgent, OptCPUs))
 		}
 	}
 	if p.image == "" {
-		return nil, driver.Errorf(CodeInvalidArgument, nil, "docker image is empty; pass an image reference such as "+DefaultImage)
+		return nil, driver.Errorf(driver.CodeInvalidArgument, nil, "docker image is empty; pass an image reference such as "+DefaultImage)
 	}
 	switch p.pull {
 	case PullMissing, PullNever, PullAlways:
 	default:
-		return nil, driver.Errorf(CodeInvalidArgument, nil, fmt.Sprintf("docker pull policy %q is not one of missing, never, always", p.pull))
+		return nil, driver.Errorf(driver.CodeInvalidArgument, nil, fmt.Sprintf("docker pull policy %q is not one of missing, never, always", p.pull))
 	}
 	if p.user == "" {
 		p.user = DefaultUser
@@ -319,14 +319,14 @@ func (d *Driver) resolve(cfg driver.Config) (*plan, error) {
 	}
 	m := uidGidRE.FindStringSubmatch(p.user)
 	if m == nil {
-		return nil, driver.Errorf(CodeInvalidArgument, nil, fmt.Sprintf("docker user %q must be numeric uid:gid, e.g. %s", p.user, DefaultUser))
+		return nil, driver.Errorf(driver.CodeInvalidArgument, nil, fmt.Sprintf("docker user %q must be numeric uid:gid, e.g. %s", p.user, DefaultUser))
 	}
 	p.uid, _ = strconv.Atoi(m[1])
 	p.gid, _ = strconv.Atoi(m[2])
 	if cpus != "" {
 		f, err := strconv.ParseFloat(cpus, 64)
 		if err != nil || f < 0 || f > 1024 {
-			return nil, driver.Errorf(CodeInvalidArgument, err, fmt.Sprintf("docker cpus %q must be a number of CPUs such as 1.5", cpus))
+			return nil, driver.Errorf(driver.CodeInvalidArgument, err, fmt.Sprintf("docker cpus %q must be a number of CPUs such as 1.5", cpus))
 		}
 		p.nanoCPUs = int64(f * 1e9)
 	}
@@ -335,17 +335,17 @@ func (d *Driver) resolve(cfg driver.Config) (*plan, error) {
 	}
 	p.name = "sandboxkit-" + p.cfg.ID
 	if !nameRE.MatchString(p.name) {
-		return nil, driver.Errorf(CodeInvalidArgument, nil, fmt.Sprintf(
+		return nil, driver.Errorf(driver.CodeInvalidArgument, nil, fmt.Sprintf(
 			"sandbox id %q cannot name a container: use letters, digits, '_', '.', '-' (at most 90)", cfg.ID))
 	}
 	if cfg.Workspace != "" && !d.target.local && !d.s.wsEngine {
-		return nil, driver.Errorf(CodeInvalidArgument, nil, fmt.Sprintf(
+		return nil, driver.Errorf(driver.CodeInvalidArgument, nil, fmt.Sprintf(
 			"the Docker engine at %s may run on another machine, where the workspace %s would be that machine's directory of the name (or none); "+
 				"if the directory exists on the engine's machine, say so with docker.WithWorkspaceOnEngine(); else leave the workspace empty (a tmpfs workspace in the container) and copy files in and out",
 			d.target.where, cfg.Workspace))
 	}
 	if cfg.Workspace != "" && cfg.Limits.DiskBytes > 0 {
-		return nil, driver.Errorf(CodeIsolationUnavailable, nil,
+		return nil, driver.Errorf(driver.CodeIsolationUnavailable, nil,
 			"the docker backend cannot enforce a disk quota on a host workspace directory; leave Workspace empty (a tmpfs workspace sized by the quota) or set no disk limit")
 	}
 	if cfg.Workspace != "" && d.target.local {
@@ -357,7 +357,7 @@ func (d *Driver) resolve(cfg driver.Config) (*plan, error) {
 	}
 	p.tier = tierOf(p.runtime)
 	if p.tier < cfg.MinTier {
-		return nil, driver.Errorf(CodeIsolationUnavailable, nil, fmt.Sprintf(
+		return nil, driver.Errorf(driver.CodeIsolationUnavailable, nil, fmt.Sprintf(
 			"the docker backend with runtime %q gives tier %s, below the required %s; use the runsc runtime (gVisor) or another backend",
 			runtimeName(p.runtime), p.tier, cfg.MinTier))
 	}
@@ -406,7 +406,7 @@ func (d *Driver) Start(ctx context.Context, cfg driver.Config) (driver.Instance,
 		return nil, err
 	}
 	if p.runtime != "" && !f.runtimes[p.runtime] {
-		return nil, driver.Errorf(CodeIsolationUnavailable, nil, fmt.Sprintf(
+		return nil, driver.Errorf(driver.CodeIsolationUnavailable, nil, fmt.Sprintf(
 			"the Docker engine has no runtime %q (it has %s); install it and register it in daemon.json, or choose another runtime",
 			p.runtime, strings.Join(slices.Sorted(maps.Keys(f.runtimes)), ", ")))
 	}
@@ -415,7 +415,7 @@ func (d *Driver) Start(ctx context.Context, cfg driver.Config) (driver.Instance,
 		// would refuse the option, and the missing control is a gap.
 		prof, err := seccompProfile()
 		if err != nil {
-			return nil, driver.Errorf(CodeBackend, err, "cannot build the sandbox's seccomp profile")
+			return nil, driver.Errorf(driver.CodeBackend, err, "cannot build the sandbox's seccomp profile")
 		}
 		p.seccomp = prof
 	}
@@ -447,7 +447,7 @@ func (d *Driver) Start(ctx context.Context, cfg driver.Config) (driver.Instance,
 		}
 		c, err = d.launch(ctx, p, f, imageID, ag, vol)
 		if errors.Is(err, errAgentMissing) {
-			return nil, driver.Errorf(CodeBackend, err, "the Docker engine does not show the agent binary to the container; check the engine's volume driver and retry")
+			return nil, driver.Errorf(driver.CodeBackend, err, "the Docker engine does not show the agent binary to the container; check the engine's volume driver and retry")
 		}
 	}
 	if err != nil {

@@ -13,27 +13,6 @@ import (
 	"github.com/sandboxkit/sandboxkit/sandbox/driver"
 )
 
-// Codes of the errors this backend returns (driver.Error.Code; package
-// sandbox prefixes them with "SBX_").
-const (
-	// CodeBackend: the engine cannot be reached or failed in a way not
-	// covered by a more specific code.
-	CodeBackend = "BACKEND"
-	// CodeNotFound: the image is not on the engine and could not be pulled.
-	CodeNotFound = "NOT_FOUND"
-	// CodeExists: a container of that sandbox's name already exists.
-	CodeExists = "EXISTS"
-	// CodeDead: the container died (e.g. killed by the OOM killer) or is gone.
-	CodeDead = "DEAD"
-	// CodeIsolationUnavailable: a requested control or tier cannot be
-	// applied by this engine.
-	CodeIsolationUnavailable = "ISOLATION_UNAVAILABLE"
-	// CodeInvalidArgument: a backend option or config value is malformed.
-	CodeInvalidArgument = "INVALID_ARGUMENT"
-	// CodeTimeout: the engine did not answer within the context's deadline.
-	CodeTimeout = "TIMEOUT"
-)
-
 // engineError turns an error from the engine API into a *driver.Error whose
 // message says what was being done and what the user can do about it.
 func (d *Driver) engineError(what string, err error) error {
@@ -43,21 +22,21 @@ func (d *Driver) engineError(what string, err error) error {
 	}
 	switch {
 	case client.IsErrConnectionFailed(err) || isDialError(err):
-		return driver.Errorf(CodeBackend, err, fmt.Sprintf(
+		return driver.Errorf(driver.CodeBackend, err, fmt.Sprintf(
 			"%s: cannot reach the Docker engine at %s; start it (dockerd, or the Docker service) or point DOCKER_HOST at a running engine",
 			what, d.hostForMessages()))
 	case errors.Is(err, context.DeadlineExceeded):
-		return driver.Errorf(CodeTimeout, err, what+": the Docker engine did not answer in time; check `docker info` and retry with a longer deadline")
+		return driver.Errorf(driver.CodeTimeout, err, what+": the Docker engine did not answer in time; check `docker info` and retry with a longer deadline")
 	case errors.Is(err, context.Canceled):
-		return driver.Errorf(CodeTimeout, err, what+": canceled")
+		return driver.Errorf(driver.CodeTimeout, err, what+": canceled")
 	case cerrdefs.IsNotFound(err):
-		return driver.Errorf(CodeNotFound, err, what+": not found on the Docker engine")
+		return driver.Errorf(driver.CodeNotFound, err, what+": not found on the Docker engine")
 	case cerrdefs.IsConflict(err):
-		return driver.Errorf(CodeExists, err, what+": conflicts with an existing object on the Docker engine")
+		return driver.Errorf(driver.CodeExists, err, what+": conflicts with an existing object on the Docker engine")
 	case cerrdefs.IsPermissionDenied(err) || strings.Contains(err.Error(), "permission denied while trying to connect"):
-		return driver.Errorf(CodeBackend, err, what+": permission denied by the Docker engine; run as a user in the docker group or point DOCKER_HOST at an engine you may use")
+		return driver.Errorf(driver.CodeBackend, err, what+": permission denied by the Docker engine; run as a user in the docker group or point DOCKER_HOST at an engine you may use")
 	}
-	return driver.Errorf(CodeBackend, err, what+": the Docker engine failed")
+	return driver.Errorf(driver.CodeBackend, err, what+": the Docker engine failed")
 }
 
 // isDialError recognises a dead unix socket or TCP port that the client

@@ -66,8 +66,8 @@ func TestRunscIsMeasuredAtCreation(t *testing.T) {
 	d := runscDriver(t)
 	inst, err := d.Start(testCtx(t), driver.Config{ID: "gvisor-" + randID(), Owner: "sandboxkit-docker-test"})
 	if err != nil {
-		if codeOf(err) != CodeIsolationUnavailable || !strings.Contains(err.Error(), "failed the creation-time check, probe ") {
-			t.Fatalf("Start on runsc = %v; want a sandbox, or %s naming the failed probe", err, CodeIsolationUnavailable)
+		if codeOf(err) != driver.CodeIsolationUnavailable || !strings.Contains(err.Error(), "failed the creation-time check, probe ") {
+			t.Fatalf("Start on runsc = %v; want a sandbox, or %s naming the failed probe", err, driver.CodeIsolationUnavailable)
 		}
 		t.Logf("runsc refused, as measured: %v", err)
 		// The verdict is kept: a second Start does not measure again.

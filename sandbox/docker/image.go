@@ -27,7 +27,7 @@ func (d *Driver) ensureImage(ctx context.Context, ref string, policy PullPolicy,
 			return "", d.engineError(fmt.Sprintf("looking up image %q", ref), err)
 		}
 		if policy == PullNever {
-			return "", driver.Errorf(CodeNotFound, err, fmt.Sprintf(
+			return "", driver.Errorf(driver.CodeNotFound, err, fmt.Sprintf(
 				"image %q is not on the Docker engine and pulling is off; build, load or import it first (docker build / docker load / docker import), or allow pulls",
 				ref))
 		}
@@ -63,7 +63,7 @@ func (d *Driver) pull(ctx context.Context, ref string, progress func(string)) er
 		if client.IsErrConnectionFailed(err) {
 			return d.engineError(fmt.Sprintf("pulling image %q", ref), err)
 		}
-		return driver.Errorf(CodeNotFound, err, fmt.Sprintf(
+		return driver.Errorf(driver.CodeNotFound, err, fmt.Sprintf(
 			"image %q is not on the Docker engine and cannot be pulled; check the name, the registry's reachability and `docker login`, or load the image by hand (docker load / docker import)",
 			ref))
 	}

@@ -23,7 +23,7 @@ import (
 )
 
 // codeOf returns the driver error code of err, "" when it has none.
-func codeOf(err error) string {
+func codeOf(err error) driver.Code {
 	var de *driver.Error
 	if errors.As(err, &de) {
 		return de.Code
@@ -67,8 +67,8 @@ func TestCloseRemovesTheContainer(t *testing.T) {
 	if err := s.c.Close(context.Background()); err != nil {
 		t.Errorf("second Close: %v, want nil (idempotent)", err)
 	}
-	if err := s.c.Pause(context.Background()); codeOf(err) != CodeDead {
-		t.Errorf("Pause after Close = %v, want code %s", err, CodeDead)
+	if err := s.c.Pause(context.Background()); codeOf(err) != driver.CodeDead {
+		t.Errorf("Pause after Close = %v, want code %s", err, driver.CodeDead)
 	}
 }
 
@@ -124,8 +124,8 @@ func TestClosingTheStreamEndsTheAgentAndTheContainer(t *testing.T) {
 	s.cl.Close()
 	waitDone(t, s.c, 10*time.Second)
 	waitGone(t, d, s.c.ID())
-	if err := s.c.Err(); codeOf(err) != CodeDead {
-		t.Errorf("Err = %v, want code %s", err, CodeDead)
+	if err := s.c.Err(); codeOf(err) != driver.CodeDead {
+		t.Errorf("Err = %v, want code %s", err, driver.CodeDead)
 	}
 }
 
@@ -137,11 +137,11 @@ func TestKilledContainerIsReportedDead(t *testing.T) {
 	}
 	waitDone(t, s.c, 10*time.Second)
 	err := s.c.Err()
-	if codeOf(err) != CodeDead || !strings.Contains(err.Error(), "killed through the Docker engine (signal 9") {
-		t.Errorf("Err = %v, want code %s saying the engine killed it with signal 9", err, CodeDead)
+	if codeOf(err) != driver.CodeDead || !strings.Contains(err.Error(), "killed through the Docker engine (signal 9") {
+		t.Errorf("Err = %v, want code %s saying the engine killed it with signal 9", err, driver.CodeDead)
 	}
-	if err := s.c.Resume(context.Background()); codeOf(err) != CodeDead {
-		t.Errorf("Resume of a dead container = %v, want code %s", err, CodeDead)
+	if err := s.c.Resume(context.Background()); codeOf(err) != driver.CodeDead {
+		t.Errorf("Resume of a dead container = %v, want code %s", err, driver.CodeDead)
 	}
 }
 
@@ -275,8 +275,8 @@ func TestSameSandboxIDTwiceIsAConflict(t *testing.T) {
 	id := "dup-" + randID()
 	start(t, d, driver.Config{ID: id})
 	_, err := d.Start(testCtx(t), driver.Config{ID: id})
-	if codeOf(err) != CodeExists || !strings.Contains(err.Error(), "sandboxkit gc") {
-		t.Fatalf("second Start with the same id = %v, want code %s mentioning sandboxkit gc", err, CodeExists)
+	if codeOf(err) != driver.CodeExists || !strings.Contains(err.Error(), "sandboxkit gc") {
+		t.Fatalf("second Start with the same id = %v, want code %s mentioning sandboxkit gc", err, driver.CodeExists)
 	}
 }
 
@@ -286,8 +286,8 @@ func TestEngineDownIsABackendError(t *testing.T) {
 	d := New(WithImage("sandboxkit/python:test"))
 	defer d.Close()
 	_, err := d.Start(testCtx(t), driver.Config{ID: "down"})
-	if codeOf(err) != CodeBackend {
-		t.Fatalf("Start against a dead socket = %v, want code %s", err, CodeBackend)
+	if codeOf(err) != driver.CodeBackend {
+		t.Fatalf("Start against a dead socket = %v, want code %s", err, driver.CodeBackend)
 	}
 	for _, want := range []string{"unix:///nonexistent", "DOCKER_HOST"} {
 		if !strings.Contains(err.Error(), want) {
@@ -325,8 +325,8 @@ func TestMissingImage(t *testing.T) {
 			d := newTestDriver(t, WithImage(tt.image), WithPull(tt.pull))
 			var progress []string
 			_, err := d.Start(testCtx(t), driver.Config{ID: "img-" + randID(), Progress: func(s string) { progress = append(progress, s) }})
-			if codeOf(err) != CodeNotFound || !strings.Contains(err.Error(), tt.wantIn) || !strings.Contains(err.Error(), tt.image) {
-				t.Fatalf("Start = %v, want code %s naming the image and saying %q", err, CodeNotFound, tt.wantIn)
+			if codeOf(err) != driver.CodeNotFound || !strings.Contains(err.Error(), tt.wantIn) || !strings.Contains(err.Error(), tt.image) {
+				t.Fatalf("Start = %v, want code %s naming the image and saying %q", err, driver.CodeNotFound, tt.wantIn)
 			}
 			if tt.pull == PullMissing && (len(progress) == 0 || !strings.Contains(progress[0], "pulling")) {
 				t.Errorf("progress = %q, want a pulling line", progress)
@@ -347,16 +347,16 @@ func TestBadConfigIsRefusedBeforeTouchingTheEngine(t *testing.T) {
 		name string
 		opts []Option
 		cfg  driver.Config
-		code string
+		code driver.Code
 		say  string
 	}{
-		{"an unknown option names the known ones", nil, driver.Config{Options: map[string]string{"imgae": "x"}}, CodeInvalidArgument, "known: image"},
-		{"a user name instead of uid:gid", []Option{WithUser("nobody")}, driver.Config{}, CodeInvalidArgument, "numeric uid:gid"},
-		{"an unknown pull policy", nil, driver.Config{Options: map[string]string{OptPull: "sometimes"}}, CodeInvalidArgument, "missing, never, always"},
-		{"an id that cannot name a container", nil, driver.Config{ID: "a/b"}, CodeInvalidArgument, "cannot name a container"},
-		{"a bad cpu count", nil, driver.Config{Options: map[string]string{OptCPUs: "lots"}}, CodeInvalidArgument, "number of CPUs"},
-		{"a disk quota on a host workspace", nil, driver.Config{Workspace: "/tmp", Limits: driver.Limits{DiskBytes: 1 << 20}}, CodeIsolationUnavailable, "disk quota"},
-		{"a tier above what runc gives", nil, driver.Config{MinTier: driver.TierGVisor}, CodeIsolationUnavailable, "runsc"},
+		{"an unknown option names the known ones", nil, driver.Config{Options: map[string]string{"imgae": "x"}}, driver.CodeInvalidArgument, "known: image"},
+		{"a user name instead of uid:gid", []Option{WithUser("nobody")}, driver.Config{}, driver.CodeInvalidArgument, "numeric uid:gid"},
+		{"an unknown pull policy", nil, driver.Config{Options: map[string]string{OptPull: "sometimes"}}, driver.CodeInvalidArgument, "missing, never, always"},
+		{"an id that cannot name a container", nil, driver.Config{ID: "a/b"}, driver.CodeInvalidArgument, "cannot name a container"},
+		{"a bad cpu count", nil, driver.Config{Options: map[string]string{OptCPUs: "lots"}}, driver.CodeInvalidArgument, "number of CPUs"},
+		{"a disk quota on a host workspace", nil, driver.Config{Workspace: "/tmp", Limits: driver.Limits{DiskBytes: 1 << 20}}, driver.CodeIsolationUnavailable, "disk quota"},
+		{"a tier above what runc gives", nil, driver.Config{MinTier: driver.TierGVisor}, driver.CodeIsolationUnavailable, "runsc"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -373,8 +373,8 @@ func TestBadConfigIsRefusedBeforeTouchingTheEngine(t *testing.T) {
 func TestMissingRuntimeIsRefused(t *testing.T) {
 	d := newTestDriver(t, WithRuntime("runsc-absent"))
 	_, err := d.Start(testCtx(t), driver.Config{ID: "rt-" + randID()})
-	if codeOf(err) != CodeIsolationUnavailable || !strings.Contains(err.Error(), "runc") {
-		t.Fatalf("Start = %v, want code %s listing the engine's runtimes", err, CodeIsolationUnavailable)
+	if codeOf(err) != driver.CodeIsolationUnavailable || !strings.Contains(err.Error(), "runc") {
+		t.Fatalf("Start = %v, want code %s listing the engine's runtimes", err, driver.CodeIsolationUnavailable)
 	}
 }
 
@@ -408,8 +408,8 @@ func TestHostWorkspaceTheUserCannotWriteIsRefused(t *testing.T) {
 	if os.Getuid() == 65534 {
 		t.Skip("the test runs as the sandbox user")
 	}
-	if codeOf(err) != CodeInvalidArgument || !strings.Contains(err.Error(), "WithUser") {
-		t.Fatalf("Start = %v, want code %s suggesting WithUser", err, CodeInvalidArgument)
+	if codeOf(err) != driver.CodeInvalidArgument || !strings.Contains(err.Error(), "WithUser") {
+		t.Fatalf("Start = %v, want code %s suggesting WithUser", err, driver.CodeInvalidArgument)
 	}
 }
 
@@ -443,8 +443,8 @@ func TestAgentBinaryChecks(t *testing.T) {
 	}
 	t.Run("a dynamic binary given as the agent is an invalid argument", func(t *testing.T) {
 		_, err := findAgent(context.Background(), dynamic, "amd64")
-		if codeOf(err) != CodeInvalidArgument || !strings.Contains(err.Error(), "go build") {
-			t.Fatalf("agentFor = %v, want code %s with build instructions", err, CodeInvalidArgument)
+		if codeOf(err) != driver.CodeInvalidArgument || !strings.Contains(err.Error(), "go build") {
+			t.Fatalf("agentFor = %v, want code %s with build instructions", err, driver.CodeInvalidArgument)
 		}
 	})
 	t.Run("a given static agent is used as is", func(t *testing.T) {
@@ -491,8 +491,8 @@ func TestOOMKilledContainerSaysSo(t *testing.T) {
 	_, _, _ = s.exec(testCtx(t), "sh", "-c", "dd if=/dev/zero of=/workspace/fill bs=1M count=200; sleep 5")
 	waitDone(t, s.c, 20*time.Second)
 	err := s.c.Err()
-	if codeOf(err) != CodeDead || !strings.Contains(err.Error(), "OOM killer") || !strings.Contains(err.Error(), "MemoryBytes") {
-		t.Fatalf("Err = %v, want code %s naming the OOM killer and the memory limit", err, CodeDead)
+	if codeOf(err) != driver.CodeDead || !strings.Contains(err.Error(), "OOM killer") || !strings.Contains(err.Error(), "MemoryBytes") {
+		t.Fatalf("Err = %v, want code %s naming the OOM killer and the memory limit", err, driver.CodeDead)
 	}
 }
 

@@ -72,7 +72,7 @@ func (d *Driver) checkRuntime(ctx context.Context, p *plan, f *engineFacts, imag
 			delete(d.checks, key)
 			d.mu.Unlock()
 		case failed != "":
-			c.err = driver.Errorf(CodeIsolationUnavailable, nil, fmt.Sprintf(
+			c.err = driver.Errorf(driver.CodeIsolationUnavailable, nil, fmt.Sprintf(
 				"the Docker runtime %q failed the creation-time check, probe %s; its sandboxes would not hold what they report, so none is made: use the default runtime (runc, the container tier) or a runtime that passes every probe (see the README on gVisor)",
 				p.runtime, failed))
 		default:

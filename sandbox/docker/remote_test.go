@@ -96,8 +96,8 @@ func TestHostWorkspaceWithARemoteEngine(t *testing.T) {
 	}
 	d := newTestDriver(t, WithHost(host))
 	_, err = d.Start(testCtx(t), driver.Config{ID: "rws-" + randID(), Workspace: dir})
-	if codeOf(err) != CodeInvalidArgument || !strings.Contains(err.Error(), "WithWorkspaceOnEngine") || !strings.Contains(err.Error(), host) {
-		t.Fatalf("Start with a host workspace on %s = %v; want %s naming the engine and docker.WithWorkspaceOnEngine", host, err, CodeInvalidArgument)
+	if codeOf(err) != driver.CodeInvalidArgument || !strings.Contains(err.Error(), "WithWorkspaceOnEngine") || !strings.Contains(err.Error(), host) {
+		t.Fatalf("Start with a host workspace on %s = %v; want %s naming the engine and docker.WithWorkspaceOnEngine", host, err, driver.CodeInvalidArgument)
 	}
 
 	d = newTestDriver(t, WithHost(host), WithWorkspaceOnEngine())
@@ -146,8 +146,8 @@ func TestDockerContextChoosesTheEngine(t *testing.T) {
 	t.Setenv("DOCKER_CONTEXT", "no-such-context")
 	d = newTestDriver(t)
 	_, err = d.Start(testCtx(t), driver.Config{ID: "ctx-" + randID()})
-	if codeOf(err) != CodeBackend || !strings.Contains(err.Error(), "no-such-context") || !strings.Contains(err.Error(), "docker context ls") {
-		t.Fatalf("Start with DOCKER_CONTEXT=no-such-context = %v; want %s naming it", err, CodeBackend)
+	if codeOf(err) != driver.CodeBackend || !strings.Contains(err.Error(), "no-such-context") || !strings.Contains(err.Error(), "docker context ls") {
+		t.Fatalf("Start with DOCKER_CONTEXT=no-such-context = %v; want %s naming it", err, driver.CodeBackend)
 	}
 }
 

@@ -2,12 +2,18 @@
 // sandbox) and a backend that provides an isolation boundary (sandbox/local,
 // sandbox/docker, ...), in the way database/sql/driver sits below database/sql.
 //
-// A backend's only jobs are: start the in-sandbox agent (sandbox/agent/server) inside
-// its boundary, carry the agent's single byte stream, pause, resume and
-// destroy the boundary, and report truthfully which controls it applied.
-// Commands, jobs, files, search, bash sessions and the Python kernel are built
+// A backend's only jobs are: start the in-sandbox agent (sandbox/agent/server)
+// inside its boundary, carry the agent's single byte stream, destroy the
+// boundary, and report truthfully which controls it applied; pausing and
+// resuming the boundary is optional (Pauser). Commands, jobs, files, search,
+// bash sessions and the Python kernel are built
 // once in package sandbox on top of the agent protocol and are never
 // re-implemented by a backend.
+//
+// The contract carries facts as data: the one list of error codes (Code,
+// Codes) that backends, the agent and package sandbox share; for each
+// control, the per-process limit that enforces it (Control.Rlimit), next to
+// the words for people (Control.Mechanism).
 //
 // This package must stay below both package sandbox and every backend: it
 // imports nothing from this module.
@@ -148,10 +154,6 @@ type Instance interface {
 	Conn() io.ReadWriteCloser
 	// Isolation reports what was applied.
 	Isolation() Isolation
-	// Pause freezes every process of the sandbox.
-	Pause(ctx context.Context) error
-	// Resume thaws a paused sandbox.
-	Resume(ctx context.Context) error
 	// Close destroys the boundary: every process in it is killed and
 	// backend resources are released. It is idempotent.
 	Close(ctx context.Context) error
@@ -160,28 +162,18 @@ type Instance interface {
 	Done() <-chan struct{}
 }
 
-// Error is a backend failure with a stable code from the sandbox error list
-// (without the "SBX_" prefix, e.g. "ISOLATION_UNAVAILABLE", "DEAD",
-// "BACKEND"). Package sandbox converts it to its own error type.
-type Error struct {
-	Code    string
-	Message string // what happened and what to do about it
-	Err     error  // underlying cause, may be nil
-}
-
-func (e *Error) Error() string {
-	if e.Err != nil {
-		return e.Message + ": " + e.Err.Error()
-	}
-	return e.Message
-}
-
-// Unwrap returns the underlying cause.
-func (e *Error) Unwrap() error { return e.Err }
-
-// Errorf is a convenience for backends building an *Error.
-func Errorf(code string, cause error, message string) *Error {
-	return &Error{Code: code, Message: message, Err: cause}
+// Pauser is implemented by an Instance that can freeze every process of
+// its sandbox and thaw them again (a cgroup freezer, docker pause,
+// SIGSTOP). It is optional, as fs.ReadFileFS is for fs.FS: package sandbox
+// finds it by type assertion, and Sandbox.Pause on an instance without it
+// fails with CodeUnsupported. A backend implements it only if Pause really
+// stops every process: a Pause that does nothing would let a "paused"
+// sandbox go on running.
+type Pauser interface {
+	// Pause freezes every process of the sandbox.
+	Pause(ctx context.Context) error
+	// Resume thaws a paused sandbox.
+	Resume(ctx context.Context) error
 }
 
 // DefaultStartTimeout bounds how long a backend may take to start when the

@@ -169,7 +169,7 @@ func (d *fakeDriver) Name() string { return "fake" }
 func (d *fakeDriver) Start(ctx context.Context, cfg driver.Config) (driver.Instance, error) {
 	fk := d.fk
 	if fk.tier < cfg.MinTier {
-		return nil, driver.Errorf("ISOLATION_UNAVAILABLE", nil, "the fake sandbox reports tier "+fk.tier.String()+", below the required "+cfg.MinTier.String()+": create it with fake.ReportTier")
+		return nil, driver.Errorf(driver.CodeIsolationUnavailable, nil, "the fake sandbox reports tier "+fk.tier.String()+", below the required "+cfg.MinTier.String()+": create it with fake.ReportTier")
 	}
 	fk.mu.Lock()
 	fk.network = cfg.Network

@@ -77,7 +77,7 @@ func findAgent(ctx context.Context, explicit string) (*agentBin, error) {
 			continue
 		}
 		if _, err := staticELFArch(c.path); err != nil {
-			return nil, driver.Errorf(CodeInvalidArgument, err, fmt.Sprintf(
+			return nil, driver.Errorf(driver.CodeInvalidArgument, err, fmt.Sprintf(
 				"the agent binary from %s cannot run in a pod; build one with `CGO_ENABLED=0 GOOS=linux GOARCH=<node arch> go build %s`",
 				c.from, agentPkg))
 		}
@@ -85,7 +85,7 @@ func findAgent(ctx context.Context, explicit string) (*agentBin, error) {
 	}
 	built, err := buildAgent(ctx, runtime.GOARCH)
 	if err != nil {
-		return nil, driver.Errorf(CodeIsolationUnavailable, err, fmt.Sprintf(
+		return nil, driver.Errorf(driver.CodeIsolationUnavailable, err, fmt.Sprintf(
 			"no agent binary for the pods: building %s failed; pass kubernetes.WithAgentBinary or set $%s to a static agent built with `CGO_ENABLED=0 GOOS=linux GOARCH=<node arch> go build %s`",
 			agentPkg, agentEnv, agentPkg))
 	}
@@ -95,7 +95,7 @@ func findAgent(ctx context.Context, explicit string) (*agentBin, error) {
 func readAgent(path, source string) (*agentBin, error) {
 	st, err := os.Stat(path)
 	if err != nil {
-		return nil, driver.Errorf(CodeInvalidArgument, err, "cannot read the agent binary")
+		return nil, driver.Errorf(driver.CodeInvalidArgument, err, "cannot read the agent binary")
 	}
 	key := fmt.Sprintf("%s\x00%d\x00%d", path, st.Size(), st.ModTime().UnixNano())
 	agentCache.mu.Lock()
@@ -105,11 +105,11 @@ func readAgent(path, source string) (*agentBin, error) {
 	}
 	arch, err := staticELFArch(path)
 	if err != nil {
-		return nil, driver.Errorf(CodeInvalidArgument, err, "the agent binary cannot run in a pod")
+		return nil, driver.Errorf(driver.CodeInvalidArgument, err, "the agent binary cannot run in a pod")
 	}
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, driver.Errorf(CodeInvalidArgument, err, "cannot read the agent binary")
+		return nil, driver.Errorf(driver.CodeInvalidArgument, err, "cannot read the agent binary")
 	}
 	sum := sha256.Sum256(data)
 	a := &agentBin{data: data, arch: arch, sum: hex.EncodeToString(sum[:]), source: source}

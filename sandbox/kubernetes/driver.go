@@ -242,10 +242,10 @@ func (d *Driver) Client() (kubernetes.Interface, *rest.Config, error) {
 
 func (d *Driver) configError() error {
 	if errors.Is(d.confErr, errNoConfig) {
-		return driver.Errorf(CodeBackend, d.confErr,
+		return driver.Errorf(driver.CodeBackend, d.confErr,
 			"no Kubernetes cluster is configured: set KUBECONFIG (or ~/.kube/config), or run inside a cluster with a service account")
 	}
-	return driver.Errorf(CodeBackend, d.confErr, "cannot read the Kubernetes configuration (check KUBECONFIG)")
+	return driver.Errorf(driver.CodeBackend, d.confErr, "cannot read the Kubernetes configuration (check KUBECONFIG)")
 }
 
 // plan is one sandbox's resolved settings.
@@ -281,7 +281,7 @@ var (
 )
 
 func invalid(err error, format string, args ...any) error {
-	return driver.Errorf(CodeInvalidArgument, err, fmt.Sprintf(format, args...))
+	return driver.Errorf(driver.CodeInvalidArgument, err, fmt.Sprintf(format, args...))
 }
 
 // resolve merges the driver's settings with cfg.Options and validates them,
@@ -387,7 +387,7 @@ func (d *Driver) resolve(cfg driver.Config) (*plan, error) {
 		return nil, invalid(nil, "kubernetes hard deadline %v is too short (at least 10s)", p.deadline)
 	}
 	if cfg.Workspace != "" {
-		return nil, driver.Errorf(CodeInvalidArgument, nil,
+		return nil, driver.Errorf(driver.CodeInvalidArgument, nil,
 			"the kubernetes backend cannot mount a host workspace directory (the pod runs on a cluster node); leave Workspace empty and copy files in and out through the sandbox's file API")
 	}
 	if cfg.ID == "" {
@@ -490,7 +490,7 @@ func (d *Driver) tierOf(ctx context.Context, p *plan) error {
 
 func checkTier(p *plan) error {
 	if p.tier < p.cfg.MinTier {
-		return driver.Errorf(CodeIsolationUnavailable, nil, fmt.Sprintf(
+		return driver.Errorf(driver.CodeIsolationUnavailable, nil, fmt.Sprintf(
 			"the kubernetes backend with runtime class %q gives tier %s, below the required %s; choose a RuntimeClass whose handler is runsc (gVisor) or kata",
 			p.runtimeClass, p.tier, p.cfg.MinTier))
 	}

@@ -13,28 +13,6 @@ import (
 	"github.com/sandboxkit/sandboxkit/sandbox/driver"
 )
 
-// Codes of the errors this backend returns (driver.Error.Code; package
-// sandbox prefixes them with "SBX_").
-const (
-	// CodeBackend: the cluster cannot be reached, refused a request, or
-	// cannot run the pod (unschedulable, evicted) in a way not covered by
-	// a more specific code.
-	CodeBackend = "BACKEND"
-	// CodeNotFound: the image cannot be pulled or is not on the node.
-	CodeNotFound = "NOT_FOUND"
-	// CodeExists: a pod of that sandbox's name already exists.
-	CodeExists = "EXISTS"
-	// CodeDead: the pod died (OOM-killed, evicted, deadline) or is gone.
-	CodeDead = "DEAD"
-	// CodeIsolationUnavailable: a requested control or tier cannot be
-	// applied on this cluster (e.g. NetworkPolicy not enforced).
-	CodeIsolationUnavailable = "ISOLATION_UNAVAILABLE"
-	// CodeInvalidArgument: a backend option or config value is malformed.
-	CodeInvalidArgument = "INVALID_ARGUMENT"
-	// CodeTimeout: the cluster did not get the pod running in time.
-	CodeTimeout = "TIMEOUT"
-)
-
 // apiError turns an error from the API server into a *driver.Error whose
 // message says what was being done and what the user can do about it.
 func (d *Driver) apiError(what string, err error) error {
@@ -44,23 +22,23 @@ func (d *Driver) apiError(what string, err error) error {
 	}
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
-		return driver.Errorf(CodeTimeout, err, what+": the cluster did not answer in time; check `kubectl get pods` and retry with a longer deadline")
+		return driver.Errorf(driver.CodeTimeout, err, what+": the cluster did not answer in time; check `kubectl get pods` and retry with a longer deadline")
 	case errors.Is(err, context.Canceled):
-		return driver.Errorf(CodeTimeout, err, what+": canceled")
+		return driver.Errorf(driver.CodeTimeout, err, what+": canceled")
 	case apierrors.IsForbidden(err):
-		return driver.Errorf(CodeBackend, err, fmt.Sprintf(
+		return driver.Errorf(driver.CodeBackend, err, fmt.Sprintf(
 			"%s: the cluster's RBAC forbids it; grant the identity in your kubeconfig the role in docs/kubernetes.md (pods, pods/attach, networkpolicies in namespace %s)",
 			what, d.s.namespace))
 	case apierrors.IsUnauthorized(err):
-		return driver.Errorf(CodeBackend, err, what+": the cluster rejected the credentials; refresh your kubeconfig")
+		return driver.Errorf(driver.CodeBackend, err, what+": the cluster rejected the credentials; refresh your kubeconfig")
 	case apierrors.IsNotFound(err):
-		return driver.Errorf(CodeNotFound, err, what+": not found on the cluster (does namespace "+d.s.namespace+" exist?)")
+		return driver.Errorf(driver.CodeNotFound, err, what+": not found on the cluster (does namespace "+d.s.namespace+" exist?)")
 	case apierrors.IsAlreadyExists(err):
-		return driver.Errorf(CodeExists, err, what+": already exists on the cluster")
+		return driver.Errorf(driver.CodeExists, err, what+": already exists on the cluster")
 	case isDialError(err):
-		return driver.Errorf(CodeBackend, err, what+": cannot reach the Kubernetes API server at "+d.host()+"; start the cluster or point KUBECONFIG at a running one")
+		return driver.Errorf(driver.CodeBackend, err, what+": cannot reach the Kubernetes API server at "+d.host()+"; start the cluster or point KUBECONFIG at a running one")
 	}
-	return driver.Errorf(CodeBackend, err, what+": the Kubernetes API server failed")
+	return driver.Errorf(driver.CodeBackend, err, what+": the Kubernetes API server failed")
 }
 
 // isDialError recognises an API server that does not answer at all.

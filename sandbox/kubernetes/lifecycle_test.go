@@ -249,7 +249,7 @@ func TestHardDeadlineEndsThePod(t *testing.T) {
 	}
 	err = inst.(*kubernetes.Pod).Err()
 	var de *driver.Error
-	if !errors.As(err, &de) || de.Code != kubernetes.CodeDead || !strings.Contains(err.Error(), "hard deadline") {
+	if !errors.As(err, &de) || de.Code != driver.CodeDead || !strings.Contains(err.Error(), "hard deadline") {
 		t.Fatalf("Err() = %v, want DEAD naming the hard deadline", err)
 	}
 }

@@ -53,7 +53,7 @@ func (d *Driver) launch(ctx context.Context, p *plan) (_ *Pod, err error) {
 		// Created first: the pod never runs without it.
 		if _, err := d.cs.NetworkingV1().NetworkPolicies(p.namespace).Create(ctx, networkPolicy(p), metav1.CreateOptions{}); err != nil {
 			if apierrors.IsAlreadyExists(err) {
-				return nil, driver.Errorf(CodeExists, err, fmt.Sprintf(
+				return nil, driver.Errorf(driver.CodeExists, err, fmt.Sprintf(
 					"a NetworkPolicy named %s already exists (a sandbox with id %q is running or was left behind); use another sandbox id, or remove leftovers with `sandboxkit gc`",
 					p.name, p.cfg.ID))
 			}
@@ -74,16 +74,16 @@ func (d *Driver) launch(ctx context.Context, p *plan) (_ *Pod, err error) {
 	created, err := pods.Create(ctx, podSpec(p, ag), metav1.CreateOptions{})
 	if err != nil {
 		if apierrors.IsAlreadyExists(err) {
-			return nil, driver.Errorf(CodeExists, err, fmt.Sprintf(
+			return nil, driver.Errorf(driver.CodeExists, err, fmt.Sprintf(
 				"a pod named %s already exists (a sandbox with id %q is running or was left behind); use another sandbox id, or remove leftovers with `sandboxkit gc`",
 				p.name, p.cfg.ID))
 		}
 		if apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) {
-			return nil, driver.Errorf(CodeInvalidArgument, err, "the cluster refused the sandbox's pod spec; check the kubernetes options")
+			return nil, driver.Errorf(driver.CodeInvalidArgument, err, "the cluster refused the sandbox's pod spec; check the kubernetes options")
 		}
 		if apierrors.IsForbidden(err) && !strings.Contains(err.Error(), "cannot create resource") {
 			// An admission policy (Pod Security, OPA, quota) said no.
-			return nil, driver.Errorf(CodeIsolationUnavailable, err, "an admission policy of namespace "+p.namespace+" refused the sandbox's pod; read the reason and adjust the policy or the options")
+			return nil, driver.Errorf(driver.CodeIsolationUnavailable, err, "an admission policy of namespace "+p.namespace+" refused the sandbox's pod; read the reason and adjust the policy or the options")
 		}
 		return nil, d.apiError("creating the sandbox pod", err)
 	}
@@ -126,7 +126,7 @@ func (d *Driver) launch(ctx context.Context, p *plan) (_ *Pod, err error) {
 	}
 	nv := br.net
 	if !p.cfg.Network && !nv.blocked && !p.acceptOpen {
-		return nil, driver.Errorf(CodeIsolationUnavailable, nil, fmt.Sprintf(
+		return nil, driver.Errorf(driver.CodeIsolationUnavailable, nil, fmt.Sprintf(
 			"the cluster does not enforce the sandbox's deny-all NetworkPolicy (measured from inside the pod: %s); "+
 				"use a network plugin that enforces NetworkPolicy (Calico, Cilium, ...), allow network by config, "+
 				"or accept this by name with the kubernetes option %s=true",
@@ -153,7 +153,7 @@ func (d *Driver) waitRunning(ctx context.Context, p *plan, rv string) (*corev1.P
 			switch ev.Type {
 			case watch.Deleted:
 				w.Stop()
-				return nil, driver.Errorf(CodeDead, nil, "the sandbox pod was deleted while starting (by `sandboxkit gc` or another client); retry")
+				return nil, driver.Errorf(driver.CodeDead, nil, "the sandbox pod was deleted while starting (by `sandboxkit gc` or another client); retry")
 			case watch.Error:
 				continue
 			}
@@ -194,9 +194,9 @@ func startFailure(p *plan, pod *corev1.Pod) error {
 			if w.Reason == "ErrImageNeverPull" {
 				hint = "the pull policy is Never and the node lacks the image: load it on the nodes or allow pulls"
 			}
-			return driver.Errorf(CodeNotFound, nil, fmt.Sprintf("the node cannot get image %q (%s: %s); %s", p.image, w.Reason, w.Message, hint))
+			return driver.Errorf(driver.CodeNotFound, nil, fmt.Sprintf("the node cannot get image %q (%s: %s); %s", p.image, w.Reason, w.Message, hint))
 		case "CreateContainerConfigError", "CreateContainerError", "RunContainerError":
-			return driver.Errorf(CodeBackend, nil, fmt.Sprintf("the node cannot start the sandbox container (%s: %s); check the image and the node's container runtime", w.Reason, w.Message))
+			return driver.Errorf(driver.CodeBackend, nil, fmt.Sprintf("the node cannot start the sandbox container (%s: %s); check the image and the node's container runtime", w.Reason, w.Message))
 		}
 	}
 	return nil
@@ -213,7 +213,7 @@ func (d *Driver) notRunning(ctx context.Context, p *plan, last *corev1.Pod, caus
 	if last != nil {
 		for _, c := range last.Status.Conditions {
 			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
-				return driver.Errorf(CodeBackend, cause, fmt.Sprintf(
+				return driver.Errorf(driver.CodeBackend, cause, fmt.Sprintf(
 					"the cluster cannot schedule the sandbox pod: %s; add or free nodes matching the node selector and tolerations, or lower the memory/CPU asked for",
 					c.Message))
 			}
@@ -225,7 +225,7 @@ func (d *Driver) notRunning(ctx context.Context, p *plan, last *corev1.Pod, caus
 	} else if last != nil && last.Spec.NodeName == "" {
 		msg += " (not scheduled yet: is a scheduler running?)"
 	}
-	return driver.Errorf(CodeTimeout, cause, msg+"; check `kubectl -n "+p.namespace+" describe pod "+p.name+"` and retry with a longer deadline")
+	return driver.Errorf(driver.CodeTimeout, cause, msg+"; check `kubectl -n "+p.namespace+" describe pod "+p.name+"` and retry with a longer deadline")
 }
 
 // lastWarning returns the newest warning event about p's pod.
@@ -250,11 +250,11 @@ func podDeath(p *plan, pod *corev1.Pod, agentSaid string) error {
 	}
 	switch pod.Status.Reason {
 	case "Evicted":
-		return driver.Errorf(CodeDead, nil, fmt.Sprintf(
+		return driver.Errorf(driver.CodeDead, nil, fmt.Sprintf(
 			"the node evicted the sandbox pod (%s); the node ran short of memory or disk: give sandboxes smaller limits or larger nodes, then create a new sandbox%s",
 			pod.Status.Message, detail))
 	case "DeadlineExceeded":
-		return driver.Errorf(CodeDead, nil, fmt.Sprintf(
+		return driver.Errorf(driver.CodeDead, nil, fmt.Sprintf(
 			"the sandbox pod reached its hard deadline (activeDeadlineSeconds %d); raise it with the kubernetes option %s and create a new sandbox%s",
 			int64(p.deadline/time.Second), OptDeadline, detail))
 	}
@@ -265,21 +265,21 @@ func podDeath(p *plan, pod *corev1.Pod, agentSaid string) error {
 		}
 		switch {
 		case t.Reason == "OOMKilled":
-			return driver.Errorf(CodeDead, nil, fmt.Sprintf(
+			return driver.Errorf(driver.CodeDead, nil, fmt.Sprintf(
 				"the sandbox pod was killed by the OOM killer (memory limit %d bytes, files in /tmp and the workspace included); raise Limits.MemoryBytes or use less memory, then create a new sandbox%s",
 				p.cfg.Limits.MemoryBytes, detail))
 		case t.ExitCode == 97 || t.ExitCode == 98:
-			return driver.Errorf(CodeIsolationUnavailable, nil, fmt.Sprintf(
+			return driver.Errorf(driver.CodeIsolationUnavailable, nil, fmt.Sprintf(
 				"the image %q cannot receive the agent (exit %d: it needs /bin/sh with head, chmod and wc); use an image with a POSIX shell and coreutils or busybox%s",
 				p.image, t.ExitCode, detail))
 		case t.ExitCode == 137 || t.Signal == 9:
-			return driver.Errorf(CodeDead, nil, "the sandbox pod's agent was killed (SIGKILL); create a new sandbox"+detail)
+			return driver.Errorf(driver.CodeDead, nil, "the sandbox pod's agent was killed (SIGKILL); create a new sandbox"+detail)
 		default:
-			return driver.Errorf(CodeDead, nil, fmt.Sprintf("the sandbox pod's agent exited with status %d (%s %s); create a new sandbox%s",
+			return driver.Errorf(driver.CodeDead, nil, fmt.Sprintf("the sandbox pod's agent exited with status %d (%s %s); create a new sandbox%s",
 				t.ExitCode, t.Reason, strings.TrimSpace(t.Message), detail))
 		}
 	}
-	return driver.Errorf(CodeDead, nil, fmt.Sprintf("the sandbox pod stopped (phase %s %s); create a new sandbox%s", pod.Status.Phase, pod.Status.Reason, detail))
+	return driver.Errorf(driver.CodeDead, nil, fmt.Sprintf("the sandbox pod stopped (phase %s %s); create a new sandbox%s", pod.Status.Phase, pod.Status.Reason, detail))
 }
 
 // waitDeathReason returns a function that, after the stream ended during
@@ -298,7 +298,7 @@ func (d *Driver) waitDeathReason(p *plan) func(agentSaid string) error {
 			}
 			time.Sleep(200 * time.Millisecond)
 		}
-		return driver.Errorf(CodeDead, nil, "the sandbox pod's attach stream ended during start; agent said: "+agentSaid)
+		return driver.Errorf(driver.CodeDead, nil, "the sandbox pod's attach stream ended during start; agent said: "+agentSaid)
 	}
 }
 
@@ -309,7 +309,7 @@ func (d *Driver) attach(ctx context.Context, p *plan, wg *sync.WaitGroup, ended 
 		VersionedParams(&corev1.PodAttachOptions{Container: containerName, Stdin: true, Stdout: true, Stderr: true}, scheme.ParameterCodec).URL()
 	ex, err := newExecutor(d, u.String(), http.MethodPost)
 	if err != nil {
-		return nil, driver.Errorf(CodeBackend, err, "cannot set up the attach stream to the sandbox pod")
+		return nil, driver.Errorf(driver.CodeBackend, err, "cannot set up the attach stream to the sandbox pod")
 	}
 	return newStream(ctx, ex, wg, ended), nil
 }
@@ -403,7 +403,7 @@ func (s *stream) bootstrap(ctx context.Context, ag *agentBin, host string, dead 
 			s.Close()
 			for range lines {
 			}
-			return br, driver.Errorf(CodeTimeout, ctx.Err(), "the sandbox pod did not take the agent in time; retry with a longer deadline")
+			return br, driver.Errorf(driver.CodeTimeout, ctx.Err(), "the sandbox pod did not take the agent in time; retry with a longer deadline")
 		case l, ok := <-lines:
 			if !ok {
 				return br, nil
@@ -414,7 +414,7 @@ func (s *stream) bootstrap(ctx context.Context, ag *agentBin, host string, dead 
 			switch {
 			case l.s == "SBX-READY":
 				if err := <-werr; err != nil {
-					return br, driver.Errorf(CodeBackend, err, "sending the agent into the sandbox pod failed")
+					return br, driver.Errorf(driver.CodeBackend, err, "sending the agent into the sandbox pod failed")
 				}
 			case strings.HasPrefix(l.s, "SBX-NET "):
 				br.net.detail = strings.TrimPrefix(l.s, "SBX-NET ")
@@ -431,7 +431,7 @@ func (s *stream) bootstrap(ctx context.Context, ag *agentBin, host string, dead 
 				s.Close()
 				for range lines {
 				}
-				return br, driver.Errorf(CodeIsolationUnavailable, nil, "the sandbox's seccomp filter could not be installed in the pod ("+
+				return br, driver.Errorf(driver.CodeIsolationUnavailable, nil, "the sandbox's seccomp filter could not be installed in the pod ("+
 					strings.TrimPrefix(l.s, "SBX-SECCOMP ")+"); the node's kernel or runtime refuses stacked seccomp filters")
 			default:
 				// Not ours (a shell profile printing): the stream is not
@@ -439,7 +439,7 @@ func (s *stream) bootstrap(ctx context.Context, ag *agentBin, host string, dead 
 				s.Close()
 				for range lines {
 				}
-				return br, driver.Errorf(CodeIsolationUnavailable, nil, fmt.Sprintf(
+				return br, driver.Errorf(driver.CodeIsolationUnavailable, nil, fmt.Sprintf(
 					"the image printed %q before the agent started; use an image whose /bin/sh prints nothing", l.s))
 			}
 		}
@@ -489,7 +489,7 @@ func (pd *Pod) streamEnded(s *stream) {
 			return
 		case <-time.After(2 * time.Second):
 		}
-		pd.die(driver.Errorf(CodeDead, nil, "the sandbox pod's attach stream ended (the agent exited or the connection to the cluster broke); create a new sandbox; agent said: "+s.stderrTail()))
+		pd.die(driver.Errorf(driver.CodeDead, nil, "the sandbox pod's attach stream ended (the agent exited or the connection to the cluster broke); create a new sandbox; agent said: "+s.stderrTail()))
 	}()
 }
 
@@ -519,7 +519,7 @@ func (pd *Pod) watch(ctx context.Context, rv string) {
 			rv = pod.ResourceVersion
 			if ev.Type == watch.Deleted {
 				w.Stop()
-				pd.die(driver.Errorf(CodeDead, nil, "the sandbox pod was deleted (by `sandboxkit gc`, kubectl or the cluster); create a new sandbox"))
+				pd.die(driver.Errorf(driver.CodeDead, nil, "the sandbox pod was deleted (by `sandboxkit gc`, kubectl or the cluster); create a new sandbox"))
 				return
 			}
 			if pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded {
@@ -580,7 +580,7 @@ func (pd *Pod) Err() error {
 }
 
 // errClosed marks a pod that ended because it was closed.
-var errClosed = driver.Errorf(CodeDead, nil, "the sandbox was closed")
+var errClosed = driver.Errorf(driver.CodeDead, nil, "the sandbox was closed")
 
 func (pd *Pod) alive() error {
 	select {
@@ -588,7 +588,7 @@ func (pd *Pod) alive() error {
 		if err := pd.Err(); err != nil {
 			return err
 		}
-		return driver.Errorf(CodeDead, nil, "the sandbox pod is gone; create a new sandbox")
+		return driver.Errorf(driver.CodeDead, nil, "the sandbox pod is gone; create a new sandbox")
 	default:
 		return nil
 	}
@@ -634,7 +634,7 @@ func (pd *Pod) signalAll(ctx context.Context, sig string) error {
 		VersionedParams(&corev1.PodExecOptions{Container: containerName, Command: []string{"/bin/sh", "-c", "kill -" + sig + " -1"}, Stdout: true, Stderr: true}, scheme.ParameterCodec).URL()
 	ex, err := newExecutor(pd.d, u.String(), http.MethodPost)
 	if err != nil {
-		return driver.Errorf(CodeBackend, err, "cannot set up an exec into the sandbox pod")
+		return driver.Errorf(driver.CodeBackend, err, "cannot set up an exec into the sandbox pod")
 	}
 	// Two buffers: client-go copies stdout and stderr concurrently.
 	var out, errOut bytes.Buffer

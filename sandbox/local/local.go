@@ -38,13 +38,13 @@ func (d *Driver) Start(ctx context.Context, cfg driver.Config) (driver.Instance,
 	if ws == "" {
 		ws, err = newTempWorkspace()
 		if err != nil {
-			return nil, driver.Errorf("BACKEND", err, "cannot create a temporary workspace")
+			return nil, driver.Errorf(driver.CodeBackend, err, "cannot create a temporary workspace")
 		}
 		temp = true
 	} else {
 		fi, err := os.Stat(ws)
 		if err != nil || !fi.IsDir() {
-			return nil, driver.Errorf("INVALID_ARGUMENT", err, fmt.Sprintf("workspace %q is not an existing directory", ws))
+			return nil, driver.Errorf(driver.CodeInvalidArgument, err, fmt.Sprintf("workspace %q is not an existing directory", ws))
 		}
 	}
 	cfg.Workspace = ws
@@ -109,13 +109,13 @@ func chooseTier(cfg driver.Config, exact driver.Tier, disposable bool) (driver.T
 		msg += fmt.Sprintf("; to accept it, allow the %q tier by name (sandbox.AllowWeaker)", best)
 	}
 	msg += "; run `sandboxkit doctor` to see what is missing"
-	return 0, nil, driver.Errorf("ISOLATION_UNAVAILABLE", nil, msg)
+	return 0, nil, driver.Errorf(driver.CodeIsolationUnavailable, nil, msg)
 }
 
 // exactTier builds the tier WithTier asked for, or explains why not.
 func exactTier(cfg driver.Config, t driver.Tier, disposable bool) (driver.Tier, *isoHost, error) {
 	fail := func(why string) (driver.Tier, *isoHost, error) {
-		return 0, nil, driver.Errorf("ISOLATION_UNAVAILABLE", nil, fmt.Sprintf("the local backend cannot build the %s tier it was told to use: %s; run `sandboxkit doctor` to see what is missing", t, why))
+		return 0, nil, driver.Errorf(driver.CodeIsolationUnavailable, nil, fmt.Sprintf("the local backend cannot build the %s tier it was told to use: %s; run `sandboxkit doctor` to see what is missing", t, why))
 	}
 	if t < cfg.MinTier {
 		return fail(fmt.Sprintf("the caller requires at least %s", cfg.MinTier))
@@ -160,14 +160,14 @@ type instance struct {
 func (d *Driver) launch(ctx context.Context, cfg driver.Config, tier driver.Tier, iso *isoHost, ws string) (*instance, error) {
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return nil, driver.Errorf("BACKEND", err, "cannot create the agent's socketpair")
+		return nil, driver.Errorf(driver.CodeBackend, err, "cannot create the agent's socketpair")
 	}
 	// Non-blocking, so that the runtime poller can interrupt a pending
 	// read when the sandbox closes.
 	if err := unix.SetNonblock(fds[0], true); err != nil {
 		unix.Close(fds[0])
 		unix.Close(fds[1])
-		return nil, driver.Errorf("BACKEND", err, "cannot set up the agent's socketpair")
+		return nil, driver.Errorf(driver.CodeBackend, err, "cannot set up the agent's socketpair")
 	}
 	hostEnd := os.NewFile(uintptr(fds[0]), "sandboxkit-agent")
 	childEnd := os.NewFile(uintptr(fds[1]), "sandboxkit-agent-child")
@@ -184,11 +184,11 @@ func (d *Driver) launch(ctx context.Context, cfg driver.Config, tier driver.Tier
 		if err != nil {
 			hostEnd.Close()
 			iso.cleanup()
-			return nil, driver.Errorf("ISOLATION_UNAVAILABLE", err, "cannot start the sandbox (re-exec of "+d.exe+")")
+			return nil, driver.Errorf(driver.CodeIsolationUnavailable, err, "cannot start the sandbox (re-exec of "+d.exe+")")
 		}
 	} else if proc, err = startProcessTier(d.exe, cfg.ID, b, childEnd); err != nil {
 		hostEnd.Close()
-		return nil, driver.Errorf("BACKEND", err, "cannot start the sandbox agent (re-exec of "+d.exe+")")
+		return nil, driver.Errorf(driver.CodeBackend, err, "cannot start the sandbox agent (re-exec of "+d.exe+")")
 	}
 	inst := &instance{cfg: cfg, tier: tier, iso: iso, proc: proc, conn: hostEnd, pid: proc.Pid, workspace: ws, done: make(chan struct{})}
 	go func() {

@@ -15,7 +15,7 @@ import (
 // seccomp, cgroups) and its agent's process side are Linux's, and without
 // them it would run commands unconfined on the host.
 func (d *Driver) Start(ctx context.Context, cfg driver.Config) (driver.Instance, error) {
-	return nil, driver.Errorf("ISOLATION_UNAVAILABLE", nil, fmt.Sprintf(
+	return nil, driver.Errorf(driver.CodeIsolationUnavailable, nil, fmt.Sprintf(
 		"the local backend isolates only on Linux, and this is %s/%s: use the Docker backend, sandbox.WithDriver(docker.New()) (package sandbox/docker; `--backend docker://IMAGE` for the sandboxkit command), which runs the sandbox in a Linux container", runtime.GOOS, runtime.GOARCH))
 }
 

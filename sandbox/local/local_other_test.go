@@ -16,7 +16,7 @@ import (
 func TestStartOffLinuxNamesDocker(t *testing.T) {
 	_, err := local.New().Start(context.Background(), driver.Config{ID: "t"})
 	var de *driver.Error
-	if err == nil || !errors.As(err, &de) || de.Code != "ISOLATION_UNAVAILABLE" || !strings.Contains(err.Error(), "Docker backend") {
+	if err == nil || !errors.As(err, &de) || de.Code != driver.CodeIsolationUnavailable || !strings.Contains(err.Error(), "Docker backend") {
 		t.Fatalf("Start: %v; want ISOLATION_UNAVAILABLE naming the Docker backend", err)
 	}
 }

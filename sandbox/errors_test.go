@@ -1,0 +1,93 @@
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"strings"
+	"testing"
+
+	"github.com/sandboxkit/sandboxkit/sandbox/driver"
+)
+
+// TestEveryCodeIsReexported reads errors.go: each code of driver's list
+// must have a sandbox.CodeX constant naming it and an ErrX sentinel, so a
+// code added to the list reaches users of this package too.
+func TestEveryCodeIsReexported(t *testing.T) {
+	f, err := parser.ParseFile(token.NewFileSet(), "errors.go", nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	consts := map[string]string{}  // CodeX -> driver.CodeX
+	sentinels := map[string]bool{} // CodeX with an ErrX = &Error{Code: CodeX}
+	ast.Inspect(f, func(n ast.Node) bool {
+		vs, ok := n.(*ast.ValueSpec)
+		if !ok || len(vs.Names) != 1 || len(vs.Values) != 1 {
+			return true
+		}
+		name := vs.Names[0].Name
+		switch v := vs.Values[0].(type) {
+		case *ast.SelectorExpr:
+			if x, ok := v.X.(*ast.Ident); ok && x.Name == "driver" && strings.HasPrefix(name, "Code") {
+				consts[name] = v.Sel.Name
+			}
+		case *ast.UnaryExpr:
+			if lit, ok := v.X.(*ast.CompositeLit); ok && strings.HasPrefix(name, "Err") && len(lit.Elts) == 1 {
+				if kv, ok := lit.Elts[0].(*ast.KeyValueExpr); ok {
+					if id, ok := kv.Value.(*ast.Ident); ok && id.Name == "Code"+strings.TrimPrefix(name, "Err") {
+						sentinels[id.Name] = true
+					}
+				}
+			}
+		}
+		return true
+	})
+	for name, sel := range consts {
+		if name != sel {
+			t.Errorf("sandbox.%s re-exports driver.%s: use the same name", name, sel)
+		}
+	}
+	for _, c := range driver.Codes() {
+		name := goName(c.Code)
+		if _, ok := consts[name]; !ok {
+			t.Errorf("driver lists %s but sandbox does not re-export it: add %s = driver.%s to errors.go", c.Code, name, name)
+		}
+		if !sentinels[name] {
+			t.Errorf("driver lists %s but sandbox has no sentinel: add Err%s = &Error{Code: %s}", c.Code, strings.TrimPrefix(name, "Code"), name)
+		}
+		err := fmt.Errorf("wrapped: %w", &Error{Code: c.Code, Op: "X", Message: "m"})
+		if CodeOf(err) != c.Code || !errors.Is(err, &Error{Code: c.Code}) {
+			t.Errorf("CodeOf or errors.Is lost %s", c.Code)
+		}
+	}
+	if len(consts) != len(driver.Codes()) {
+		t.Errorf("sandbox re-exports %d codes, driver lists %d", len(consts), len(driver.Codes()))
+	}
+}
+
+// goName is the Go name of a code: SBX_NOT_FOUND -> CodeNotFound.
+func goName(c Code) string {
+	var b strings.Builder
+	b.WriteString("Code")
+	for _, w := range strings.Split(strings.TrimPrefix(string(c), "SBX_"), "_") {
+		b.WriteString(w[:1] + strings.ToLower(w[1:]))
+	}
+	return b.String()
+}
+
+// TestBackendErrorKeepsItsCode: a backend's *driver.Error reaches the
+// caller with its code as is; a code not in the list (a backend written
+// against the old short form, "BACKEND") is reported as the backend's bug
+// rather than passed on as a code no caller can match.
+func TestBackendErrorKeepsItsCode(t *testing.T) {
+	err := wrapErr("New", driver.Errorf(driver.CodeBackend, errors.New("engine down"), "cannot reach the engine"))
+	if CodeOf(err) != CodeBackend || !errors.Is(err, ErrBackend) {
+		t.Errorf("driver error became %v, want SBX_BACKEND", err)
+	}
+	err = wrapErr("New", &driver.Error{Code: "BACKEND", Message: "cannot reach the engine"})
+	if CodeOf(err) != CodeInternal || !strings.Contains(err.Error(), `unknown error code "BACKEND"`) || !strings.Contains(err.Error(), "cannot reach the engine") {
+		t.Errorf("unknown code became %v, want SBX_INTERNAL naming the code and keeping the message", err)
+	}
+}

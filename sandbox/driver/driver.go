@@ -5,15 +5,13 @@
 // A backend's only jobs are: start the in-sandbox agent (sandbox/agent/server)
 // inside its boundary, carry the agent's single byte stream, destroy the
 // boundary, and report truthfully which controls it applied; pausing and
-// resuming the boundary is optional (Pauser). Commands, jobs, files, search,
-// bash sessions and the Python kernel are built
-// once in package sandbox on top of the agent protocol and are never
-// re-implemented by a backend.
+// resuming the boundary is optional (Pauser). Commands, jobs, files,
+// search, bash sessions and the Python kernel are built once in package
+// sandbox on top of the agent protocol and are never re-implemented by a
+// backend.
 //
 // The contract carries facts as data: the one list of error codes (Code,
-// Codes) that backends, the agent and package sandbox share; for each
-// control, the per-process limit that enforces it (Control.Rlimit), next to
-// the words for people (Control.Mechanism).
+// Codes) that backends, the agent and package sandbox share.
 //
 // This package must stay below both package sandbox and every backend: it
 // imports nothing from this module.

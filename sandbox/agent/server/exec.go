@@ -735,12 +735,8 @@ func (s *server) runExec(r *request, a wire.ExecRequest) (any, *wire.WireError) 
 			}
 		}()
 	}
-	var timeout <-chan time.Time
-	if a.TimeoutMs > 0 {
-		t := time.NewTimer(time.Duration(a.TimeoutMs) * time.Millisecond)
-		defer t.Stop()
-		timeout = t.C
-	}
+	timeout, stop := s.timeoutOf(a)
+	defer stop()
 	rep := wire.ExecReply{PID: p.pid}
 	select {
 	case <-p.done:
@@ -926,12 +922,8 @@ func (s *server) startJob(a wire.ExecRequest) (any, *wire.WireError) {
 		}(f)
 	}
 	go func() {
-		var timeout <-chan time.Time
-		if a.TimeoutMs > 0 {
-			tm := time.NewTimer(time.Duration(a.TimeoutMs) * time.Millisecond)
-			defer tm.Stop()
-			timeout = tm.C
-		}
+		timeout, stop := s.timeoutOf(a)
+		defer stop()
 		killed := false
 		select {
 		case <-p.done:

@@ -9,7 +9,9 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/sandboxkit/sandboxkit/sandbox/agent"
 	"github.com/sandboxkit/sandboxkit/sandbox/agent/wire"
 )
 
@@ -70,5 +72,42 @@ func TestObserveSeesEachRequestAndHowItEnded(t *testing.T) {
 		if seen[i] != want[i] {
 			t.Fatalf("observed %q, want %q", seen, want)
 		}
+	}
+}
+
+// stepClock is a Clock whose timers fire when the test says so.
+type stepClock struct {
+	asked chan time.Duration
+	fire  chan time.Time
+}
+
+func (c *stepClock) After(d time.Duration) (<-chan time.Time, func() bool) {
+	c.asked <- d
+	return c.fire, func() bool { return true }
+}
+
+// A command's timeout runs on ServeOptions.Clock: the command ends as
+// timed out when that clock's timer fires, not when the wall clock says.
+func TestCommandTimeoutRunsOnTheServersClock(t *testing.T) {
+	clock := &stepClock{asked: make(chan time.Duration, 1), fire: make(chan time.Time, 1)}
+	c, _ := servePair(t, ServeOptions{Clock: clock}, wire.Hello{Workspace: t.TempDir(), Env: []string{"PATH=/usr/bin:/bin"}})
+	call, err := c.Start("exec", wire.ExecRequest{Args: []string{"sleep", "1000"}, TimeoutMs: 3_600_000}, agent.Handlers{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case d := <-clock.asked:
+		if d != time.Hour {
+			t.Fatalf("the server asked its clock for a %s timer, want 1h", d)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the server never asked its clock for the command's timeout")
+	}
+	clock.fire <- time.Time{}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rep, err := agent.Decode[wire.ExecReply](call.WaitContext(ctx))
+	if err != nil || !rep.TimedOut {
+		t.Fatalf("after the clock's timer fired: %+v, %v; want the command timed out", rep, err)
 	}
 }

@@ -43,6 +43,36 @@ type ServeOptions struct {
 	// The fake sandbox records a test's calls with it. It runs on the
 	// request loop and must not block.
 	Observe func(op string, args json.RawMessage) (end func(*wire.WireError))
+	// Clock, when set, is the time command and job timeouts
+	// (ExecRequest.TimeoutMs) run on; nil is the real one. The fake
+	// sandbox's clock ends a hanging scripted command at its timeout
+	// without the wait.
+	Clock Clock
+}
+
+// Clock is a source of timers (ServeOptions.Clock).
+type Clock interface {
+	// After returns a channel that receives once d has passed on the
+	// clock, and a function that stops the timer (reporting whether it
+	// had not fired yet).
+	After(d time.Duration) (<-chan time.Time, func() bool)
+}
+
+// realClock is the wall clock.
+type realClock struct{}
+
+func (realClock) After(d time.Duration) (<-chan time.Time, func() bool) {
+	t := time.NewTimer(d)
+	return t.C, t.Stop
+}
+
+// timeoutOf returns a channel that receives when a's timeout passes (nil,
+// never, without one) and the function that releases its timer.
+func (s *server) timeoutOf(a wire.ExecRequest) (<-chan time.Time, func() bool) {
+	if a.TimeoutMs <= 0 {
+		return nil, func() bool { return false }
+	}
+	return s.clock.After(time.Duration(a.TimeoutMs) * time.Millisecond)
 }
 
 // Serve runs the agent protocol over conn until the stream closes or
@@ -60,6 +90,10 @@ func Serve(conn io.ReadWriteCloser, opts ServeOptions) error {
 		spawn:          opts.Spawn,
 		wsDir:          opts.WorkspaceDir,
 		observe:        opts.Observe,
+		clock:          opts.Clock,
+	}
+	if s.clock == nil {
+		s.clock = realClock{}
 	}
 	if s.logf == nil {
 		s.logf = func(string, ...any) {}
@@ -88,6 +122,7 @@ type server struct {
 	// wsDir and observe are ServeOptions.WorkspaceDir and Observe.
 	wsDir   string
 	observe func(op string, args json.RawMessage) func(*wire.WireError)
+	clock   Clock // ServeOptions.Clock, or the real one
 
 	// The read loop never writes to conn itself: when a command floods
 	// the stream, conn's buffer is full and a write would block, and a

@@ -171,18 +171,22 @@ func (c *lineConn) check(line []byte) jsonrpc.Message {
 		c.refuse(nullID, jsonrpc.CodeParseError, "parse error: the message is not valid UTF-8", line)
 		return nil
 	}
-	if !json.Valid(line) {
+	// One decode both validates the line (Unmarshal checks the whole
+	// text before it decodes: a syntax error means the line is not JSON)
+	// and splits it into fields.
+	trimmed := bytes.TrimSpace(line)
+	var fields map[string]json.RawMessage
+	err := json.Unmarshal(trimmed, &fields)
+	if _, bad := err.(*json.SyntaxError); bad {
 		c.refuse(nullID, jsonrpc.CodeParseError, "parse error: the message is not valid JSON", line)
 		return nil
 	}
-	trimmed := bytes.TrimSpace(line)
 	if trimmed[0] == '[' {
 		// MCP 2025-06-18 removed JSON-RPC batching; one message per line.
 		c.refuse(nullID, jsonrpc.CodeInvalidRequest, "invalid request: batches (JSON arrays) are not supported; send one message per line", line)
 		return nil
 	}
-	var fields map[string]json.RawMessage
-	if trimmed[0] != '{' || json.Unmarshal(trimmed, &fields) != nil {
+	if trimmed[0] != '{' || err != nil {
 		c.refuse(nullID, jsonrpc.CodeInvalidRequest, "invalid request: a message must be a JSON object", line)
 		return nil
 	}
@@ -197,17 +201,37 @@ func (c *lineConn) check(line []byte) jsonrpc.Message {
 		c.refuse(answerable(fields, id), jsonrpc.CodeInvalidRequest, `invalid request: "jsonrpc" must be "2.0"`, line)
 		return nil
 	}
+	if tooDeep(trimmed) {
+		// The SDK refuses such a message (its decoder's depth limit) only
+		// later, and differently depending on where the nesting is; refuse
+		// it here, where it can be answered as what it is.
+		c.refuse(answerable(fields, id), jsonrpc.CodeInvalidRequest, fmt.Sprintf("invalid request: JSON nested deeper than %d levels", maxDepth), line)
+		return nil
+	}
 	rawMethod, isRequest := fields["method"]
+	var msg jsonrpc.Message
 	if isRequest {
 		var method string
 		if json.Unmarshal(rawMethod, &method) != nil {
 			c.refuse(answerable(fields, id), jsonrpc.CodeInvalidRequest, "invalid request: method must be a string", line)
 			return nil
 		}
-		if p, ok := fields["params"]; ok && !isStructured(p) {
+		p, ok := fields["params"]
+		if ok && !isStructured(p) {
 			c.refuse(answerable(fields, id), jsonrpc.CodeInvalidRequest, "invalid request: params must be an object or an array", line)
 			return nil
 		}
+		// The request is built from the fields decoded above rather than
+		// by jsonrpc.DecodeMessage, which decodes the line again: in
+		// go-sdk v1.8.0 each of its decodes allocates a 32 KiB buffer
+		// (two per message, one of them for the method name), and that
+		// garbage was half of what the server allocated per tool call
+		// (BenchmarkCall, mcp=lines).
+		req := &jsonrpc.Request{Method: method, Params: p}
+		if id != nil {
+			req.ID = *id
+		}
+		msg = req
 	} else {
 		// A response to one of the server's requests. There is nothing to
 		// answer a malformed one with: log it and go on.
@@ -217,12 +241,13 @@ func (c *lineConn) check(line []byte) jsonrpc.Message {
 			c.refuse(nil, jsonrpc.CodeInvalidRequest, "not answered: a message with neither a method nor exactly one of result and error", line)
 			return nil
 		}
-	}
-	msg, err := jsonrpc.DecodeMessage(trimmed)
-	if err != nil {
-		// Anything else the SDK refuses (e.g. nesting past its depth limit).
-		c.refuse(answerable(fields, id), jsonrpc.CodeInvalidRequest, "invalid request: "+err.Error(), line)
-		return nil
+		// Responses (to the server's own requests: elicitation,
+		// sampling) are rare; the SDK decodes their error object.
+		msg, err = jsonrpc.DecodeMessage(trimmed)
+		if err != nil {
+			c.refuse(nil, jsonrpc.CodeInvalidRequest, "not answered: "+err.Error(), line)
+			return nil
+		}
 	}
 	if req, ok := msg.(*jsonrpc.Request); ok && !c.track(req) {
 		// A cancellation of a request that is not in flight (answered
@@ -277,6 +302,40 @@ func parseID(raw json.RawMessage) (*jsonrpc.ID, bool) {
 	// precision there too, as they would in the SDK.
 	id, _ := jsonrpc.MakeID(float64(n))
 	return &id, true
+}
+
+// maxDepth is the deepest nesting of objects and arrays a message may have:
+// the go-sdk's decoder refuses deeper ones (its own limit, 1000), so a
+// message past it could never be served.
+const maxDepth = 1000
+
+// tooDeep reports whether valid JSON nests objects and arrays deeper than
+// maxDepth. One pass, skipping strings.
+func tooDeep(data []byte) bool {
+	depth := 0
+	inString, escaped := false, false
+	for _, b := range data {
+		switch {
+		case escaped:
+			escaped = false
+		case inString:
+			switch b {
+			case '\\':
+				escaped = true
+			case '"':
+				inString = false
+			}
+		case b == '"':
+			inString = true
+		case b == '{' || b == '[':
+			if depth++; depth > maxDepth {
+				return true
+			}
+		case b == '}' || b == ']':
+			depth--
+		}
+	}
+	return false
 }
 
 func isStructured(raw json.RawMessage) bool {

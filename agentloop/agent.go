@@ -11,6 +11,7 @@ import (
 	goopenai "github.com/sashabaranov/go-openai"
 
 	"github.com/sandboxkit/sandboxkit/adapters/openaitools"
+	"github.com/sandboxkit/sandboxkit/sandbox"
 	"github.com/sandboxkit/sandboxkit/toolkit"
 )
 
@@ -27,8 +28,23 @@ type Agent struct {
 	Model string
 	// System is the system prompt; empty sends none.
 	System string
-	// Tools are the tools the model may call. Required (it may be empty).
+	// Tools are the tools the model may call. Required (it may be empty), unless
+	// Sandboxes is set.
 	Tools *toolkit.Toolkit
+	// Sandboxes, when set, gives every Run a fresh sandbox of its own from this pool, and
+	// the run's tools are built on it by ToolsFor (leave Tools nil). Taking a ready
+	// sandbox is a channel receive and a ping, and the pool starts a replacement in the
+	// background, so neither a run's start nor its first tool call waits for a sandbox to
+	// be created (see sandbox.PoolConfig for what happens when the pool is empty). No
+	// sandbox serves two runs: concurrent Runs get one each. Run closes the run's sandbox
+	// when it returns, unless KeepSandbox is set.
+	Sandboxes *sandbox.Pool
+	// ToolsFor builds a run's tools on the sandbox taken from Sandboxes (default: the
+	// built-in tools, toolkit.ForSandbox(sb)). Choose a subset or set a policy here.
+	ToolsFor func(sb *sandbox.Sandbox) (*toolkit.Toolkit, error)
+	// KeepSandbox leaves the run's sandbox from Sandboxes open when Run returns, in
+	// Result.Sandbox, for the caller to inspect (grade what the run left, say) and close.
+	KeepSandbox bool
 	// Dispatch adjusts how each step's tool calls run (parallelism, image detail).
 	Dispatch []openaitools.Option
 
@@ -113,6 +129,9 @@ type Result struct {
 	// Messages is the whole conversation, as sent at the last step plus the last turn
 	// (older tool outputs may be shortened). Append to it to continue by hand.
 	Messages []goopenai.ChatCompletionMessage
+	// Sandbox is the sandbox the run took from Agent.Sandboxes (nil without a pool). It
+	// is closed already unless Agent.KeepSandbox is set; then the caller closes it.
+	Sandbox *sandbox.Sandbox
 }
 
 // turn is one model answer.
@@ -125,24 +144,47 @@ type turn struct {
 // Run gives the model the task and loops until a stop condition (see StopReason). Reaching
 // a limit returns a Result with that reason and a nil error. When ctx ends Run returns
 // ctx.Err(); when the endpoint fails for good (after retries, or a request it refuses) or a
-// tool hits an infrastructure failure, the error says which.
+// tool hits an infrastructure failure, the error says which. With Agent.Sandboxes, Run first
+// takes the run's sandbox from the pool; if that fails (a closed pool, starts failing, ctx
+// ending while it waits for one) Run returns the error and a Result with StopError or
+// StopCanceled, and writes nothing to the transcript.
 func (a *Agent) Run(ctx context.Context, task string) (*Result, error) {
 	switch {
 	case a.Client == nil:
 		return nil, errors.New("agentloop: Agent.Client is nil (use NewClient or ReplayClient)")
 	case a.Model == "":
 		return nil, errors.New("agentloop: Agent.Model is empty")
-	case a.Tools == nil:
-		return nil, errors.New("agentloop: Agent.Tools is nil (toolkit.Of() makes an empty one)")
+	case a.Tools == nil && a.Sandboxes == nil:
+		return nil, errors.New("agentloop: Agent.Tools is nil (toolkit.Of() makes an empty one; or set Agent.Sandboxes)")
+	case a.Tools != nil && a.Sandboxes != nil:
+		return nil, errors.New("agentloop: both Agent.Tools and Agent.Sandboxes are set; with a pool, the run's tools come from Agent.ToolsFor")
+	}
+	start := time.Now()
+	kit, sb, err := a.toolsForRun(ctx)
+	if err != nil {
+		res := &Result{Reason: StopError, Elapsed: time.Since(start)}
+		if ctx.Err() != nil {
+			res.Reason = StopCanceled
+			err = ctx.Err()
+		}
+		if a.OnEvent != nil {
+			a.OnEvent(Finished{Result: res, Err: err})
+		}
+		return res, err
+	}
+	if sb != nil && !a.KeepSandbox {
+		defer sb.Close()
 	}
 	r := &run{
 		a:      a,
-		start:  time.Now(),
+		kit:    kit,
+		start:  start,
 		rec:    &recorder{w: a.Transcript},
 		budget: newBudget(a.ContextWindow),
 		policy: a.Retry.withDefaults(),
-		tools:  openaitools.Tools(a.Tools),
+		tools:  openaitools.Tools(kit),
 	}
+	r.res.Sandbox = sb
 	if b, err := json.Marshal(r.tools); err == nil {
 		r.toolBytes = len(b)
 	}
@@ -151,7 +193,7 @@ func (a *Agent) Run(ctx context.Context, task string) (*Result, error) {
 	}
 	r.msgs = append(r.msgs, goopenai.ChatCompletionMessage{Role: goopenai.ChatMessageRoleUser, Content: task})
 	names := make([]string, 0, len(r.tools))
-	for _, t := range a.Tools.Tools() {
+	for _, t := range kit.Tools() {
 		names = append(names, t.Name())
 	}
 	if err := r.rec.write(Record{Kind: KindStart, Model: a.Model, System: a.System, Task: task, Tools: names}); err != nil {
@@ -160,9 +202,35 @@ func (a *Agent) Run(ctx context.Context, task string) (*Result, error) {
 	return r.loop(ctx)
 }
 
+// toolsForRun returns the tools of one run: Agent.Tools, or tools built on a sandbox
+// taken from Agent.Sandboxes, which the run then owns.
+func (a *Agent) toolsForRun(ctx context.Context) (*toolkit.Toolkit, *sandbox.Sandbox, error) {
+	if a.Sandboxes == nil {
+		return a.Tools, nil, nil
+	}
+	sb, err := a.Sandboxes.Get(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("agentloop: taking a sandbox from Agent.Sandboxes: %w", err)
+	}
+	build := a.ToolsFor
+	if build == nil {
+		build = func(sb *sandbox.Sandbox) (*toolkit.Toolkit, error) { return toolkit.ForSandbox(sb), nil }
+	}
+	kit, err := build(sb)
+	if err == nil && kit == nil {
+		err = errors.New("it returned no toolkit")
+	}
+	if err != nil {
+		sb.Close()
+		return nil, nil, fmt.Errorf("agentloop: Agent.ToolsFor: %w", err)
+	}
+	return kit, sb, nil
+}
+
 // run is the state of one Run.
 type run struct {
 	a         *Agent
+	kit       *toolkit.Toolkit // the run's tools: Agent.Tools or built by Agent.ToolsFor
 	start     time.Time
 	rec       *recorder
 	budget    *budget
@@ -246,7 +314,7 @@ func (r *run) loop(ctx context.Context) (*Result, error) {
 			r.emit(ToolCall{Step: step, ID: c.ID, Name: c.Function.Name, Arguments: c.Function.Arguments})
 		}
 		began := time.Now()
-		out, err := openaitools.Dispatch(ctx, r.a.Tools, t.msg.ToolCalls, r.a.Dispatch...)
+		out, err := openaitools.Dispatch(ctx, r.kit, t.msg.ToolCalls, r.a.Dispatch...)
 		if err != nil {
 			if ctx.Err() != nil {
 				return r.finish(StopCanceled, "", ctx.Err())

@@ -21,6 +21,23 @@
 // on: ctx ended (Run returns ctx.Err()), the endpoint kept failing or refused the request,
 // a tool hit an infrastructure failure (a dead sandbox).
 //
+// # A fresh sandbox per run, from a pool
+//
+// An evaluation harness or a service runs many tasks, each in a sandbox of its own. Set
+// [Agent.Sandboxes] to a [sandbox.Pool] instead of Tools: every Run takes a sandbox the pool
+// started ahead of time (a channel receive and a ping, while the pool starts a replacement in
+// the background), builds the run's tools on it with [Agent.ToolsFor] (the built-in tools by
+// default), and closes it when it returns — or leaves it open in [Result.Sandbox] with
+// [Agent.KeepSandbox], to grade what the run left. Neither the run's first model call nor its
+// first tool call waits for a sandbox to be created, and concurrent Runs of one Agent each get
+// their own sandbox:
+//
+//	pool, err := sandbox.NewPool(ctx, sandbox.PoolConfig{Size: 4})
+//	...
+//	defer pool.Close()
+//	a := &agentloop.Agent{Client: client, Model: "gpt-4o-mini", Sandboxes: pool}
+//	res, err := a.Run(ctx, task) // in a sandbox nobody had before
+//
 // # Retries
 //
 // Connection errors, streams cut or failed midway, and HTTP 408, 409, 429 and 5xx are retried

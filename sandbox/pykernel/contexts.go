@@ -37,6 +37,14 @@ type Contexts struct {
 	mu     sync.Mutex
 	m      map[string]*entry
 	closed bool
+
+	// With Options.Imports: the template every context is forked from,
+	// started by the first context (or Preload) and again after it died.
+	tplSem chan struct{} // held while the template is looked up or started
+	tpl    *template
+	noFork bool // the Starter cannot host forked contexts: start afresh
+	// tplCancel cancels a template start in flight (under mu).
+	tplCancel context.CancelFunc
 }
 
 // entry is a context, possibly still starting.
@@ -52,7 +60,95 @@ func NewContexts(start Starter, opts Options, limit int) *Contexts {
 	if limit <= 0 {
 		limit = 8
 	}
-	return &Contexts{start: start, opts: opts, limit: limit, m: map[string]*entry{}}
+	return &Contexts{start: start, opts: opts.withDefaults(), limit: limit, m: map[string]*entry{}, tplSem: make(chan struct{}, 1)}
+}
+
+// launch starts one context's driver: forked from the template when there
+// are Options.Imports, afresh otherwise.
+func (c *Contexts) launch(ctx context.Context) (*process, Info, error) {
+	if len(c.opts.Imports) == 0 {
+		return startProcess(ctx, c.start, c.opts)
+	}
+	t, err := c.template(ctx)
+	if errors.Is(err, errNoPID) {
+		return startProcess(ctx, c.start, c.opts) // imports them itself
+	}
+	if err != nil {
+		return nil, Info{}, err
+	}
+	p, info, err := t.fork(ctx, c.start, c.opts)
+	if errors.Is(err, errNoPID) {
+		c.tplSem <- struct{}{}
+		c.noFork = true
+		c.tpl = nil
+		<-c.tplSem
+		t.close()
+		return startProcess(ctx, c.start, c.opts)
+	}
+	return p, info, err
+}
+
+// template returns the running template, starting one if there is none (or
+// it died). A failed start is not remembered: the next call tries again
+// (the module may have been installed meanwhile).
+func (c *Contexts) template(ctx context.Context) (*template, error) {
+	select {
+	case c.tplSem <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	defer func() { <-c.tplSem }()
+	if c.noFork {
+		return nil, errNoPID
+	}
+	if c.tpl != nil && c.tpl.alive() {
+		return c.tpl, nil
+	}
+	if c.tpl != nil {
+		c.tpl.close() // dead already; collect it
+		c.tpl = nil
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	c.mu.Lock()
+	closed := c.closed
+	c.tplCancel = cancel
+	c.mu.Unlock()
+	if closed {
+		return nil, ErrClosed
+	}
+	t, err := startTemplate(ctx, c.start, c.opts)
+	c.mu.Lock()
+	closed = c.closed
+	c.tplCancel = nil
+	c.mu.Unlock()
+	if err != nil {
+		if closed {
+			return nil, ErrClosed
+		}
+		return nil, err
+	}
+	if closed {
+		t.close()
+		return nil, ErrClosed
+	}
+	c.tpl = t
+	return t, nil
+}
+
+// Preload starts the template interpreter of Options.Imports now, so that
+// the first context does not wait for the imports. It returns the start's
+// error (ErrImport names a module that failed). Without Imports it does
+// nothing.
+func (c *Contexts) Preload(ctx context.Context) error {
+	if len(c.opts.Imports) == 0 {
+		return nil
+	}
+	_, err := c.template(ctx)
+	if errors.Is(err, errNoPID) {
+		return nil
+	}
+	return err
 }
 
 func validName(name string) error {
@@ -104,7 +200,7 @@ func (c *Contexts) open(ctx context.Context, name string, mayExist bool) (*Kerne
 		e = &entry{ready: make(chan struct{})}
 		c.m[name] = e
 		c.mu.Unlock()
-		e.k, e.err = Start(ctx, c.start, c.opts)
+		e.k, e.err = startKernel(ctx, c.launch, c.opts)
 		c.mu.Lock()
 		if e.err != nil && c.m[name] == e {
 			delete(c.m, name) // a failed start leaves no context behind
@@ -241,12 +337,16 @@ func (c *Contexts) Remove(ctx context.Context, name string) error {
 	return k.Close()
 }
 
-// Close stops every context. Later calls fail with ErrClosed.
+// Close stops every context (and the template). Later calls fail with
+// ErrClosed.
 func (c *Contexts) Close() error {
 	c.mu.Lock()
 	c.closed = true
 	entries := c.m
 	c.m = map[string]*entry{}
+	if c.tplCancel != nil {
+		c.tplCancel() // a template start in flight ends now
+	}
 	c.mu.Unlock()
 	for _, e := range entries {
 		select {
@@ -257,5 +357,13 @@ func (c *Contexts) Close() error {
 		default: // a starting context closes itself when its start ends
 		}
 	}
+	// A template start in flight was cancelled above; waiting for it is
+	// short.
+	c.tplSem <- struct{}{}
+	if c.tpl != nil {
+		c.tpl.close()
+		c.tpl = nil
+	}
+	<-c.tplSem
 	return nil
 }

@@ -63,11 +63,27 @@ S = _State()
 
 # --- private protocol fds -------------------------------------------------
 
-_proto_in = os.dup(0)  # os.dup returns a non-inheritable fd: children never see it
-_proto_out = os.dup(1)
-_devnull = os.open(os.devnull, os.O_RDWR)
-os.dup2(_devnull, 0)  # no stdin: input() and child processes read EOF, never hang
-_out_lock = threading.Lock()
+_proto_in = _proto_out = _devnull = -1
+
+
+def _plumb():
+    """Moves the protocol (fds 0 and 1 as the process got them) to private
+    fds. A context forked from a template calls it again once fds 0 and 1
+    are its own process's pipes: the template's protocol fds are closed, so
+    a context can never speak for the template."""
+    global _proto_in, _proto_out, _devnull, _out_lock, DRIVER_PID
+    for fd in (_proto_in, _proto_out, _devnull):
+        if fd >= 0:
+            os.close(fd)
+    _proto_in = os.dup(0)  # os.dup returns a non-inheritable fd: children never see it
+    _proto_out = os.dup(1)
+    _devnull = os.open(os.devnull, os.O_RDWR)
+    os.dup2(_devnull, 0)  # no stdin: input() and child processes read EOF, never hang
+    _out_lock = threading.Lock()
+    DRIVER_PID = os.getpid()
+
+
+_plumb()
 
 
 def _write_all(fd, data):
@@ -137,7 +153,8 @@ class _Capture:
     non-blocking pipes under one lock, so no byte is sent twice or out of order.
     """
 
-    def __init__(self):
+    def __init__(self, watch=None):
+        self.watch = watch  # a forked context's pidfd of its agent-started process
         self.lock = threading.Lock()
         self.fds = {}
         self.dec = {}
@@ -262,6 +279,8 @@ class _Capture:
         poller = select.poll()
         for r in self.fds:
             poller.register(r, select.POLLIN)
+        if self.watch is not None:
+            poller.register(self.watch, select.POLLIN)
         while True:
             try:
                 events = poller.poll()
@@ -269,6 +288,8 @@ class _Capture:
                 continue
             with self.lock:
                 for fd, _ in events:
+                    if fd == self.watch:
+                        _orphaned()
                     self._read_one(fd)
 
     def _read_all(self):
@@ -965,13 +986,17 @@ def run_cell(req, ns, streams):
     send(done)
 
 
-def main():
-    global CAP
+_hooked = False
+
+
+def _install_hooks():
+    """Sets up what must be in place before any module is imported (a
+    template imports the user's modules before it forks contexts)."""
+    global _hooked
+    if _hooked:
+        return
+    _hooked = True
     os.environ["MPLBACKEND"] = "Agg"  # never a GUI backend: there is no display
-    CAP = _Capture()
-    streams = list(_make_streams())
-    sys.stdout, sys.stderr, sys.stdin = streams
-    ns = _new_namespace()
     builtins.input = _input
     builtins.display = display
     builtins._sbk_shell = _sbk_shell
@@ -990,14 +1015,55 @@ def main():
             }
         ),
     )
-    signal.signal(signal.SIGINT, _sigint)
-    fin = os.fdopen(_proto_in, "rb")
+
+
+def _import_all(mods):
+    """Imports mods in order; returns None, or the "importerr" message for
+    the first one that fails."""
+    import importlib
+
+    for m in mods:
+        try:
+            importlib.import_module(m)
+        except BaseException as e:
+            return {"t": "importerr", "mod": m, "ename": type(e).__name__, "evalue": str(e)[:2000]}
+    return None
+
+
+def _ready_line():
     exe = "".join(c if " " <= c and c not in '"\\' else "?" for c in sys.executable or "")
     ready = '{"t":"ready","pid":%d,"version":"%d.%d.%d","executable":"%s"}\n' % (
         (os.getpid(),) + tuple(sys.version_info[:3]) + (exe,)
     )
-    _write_all(_proto_out, ready.encode("utf-8", "replace"))
-    global json
+    return ready.encode("utf-8", "replace")
+
+
+def main(preload=(), bind=(), watch=None):
+    """Serves runs. preload: modules to import before ready (a context
+    started afresh with imports); bind: modules the template imported, whose
+    top-level names the namespace gets as preload's do; watch: a forked
+    context's pidfd of its agent-started process."""
+    global CAP, json
+    _install_hooks()
+    if preload:
+        import json
+
+        err = _import_all(preload)
+        if err is not None:
+            send(err)
+            os._exit(3)
+        bind = preload
+    CAP = _Capture(watch)
+    streams = list(_make_streams())
+    sys.stdout, sys.stderr, sys.stdin = streams
+    ns = _new_namespace()
+    for m in bind:
+        top = m.split(".")[0]
+        if top in sys.modules:
+            ns[top] = sys.modules[top]
+    signal.signal(signal.SIGINT, _sigint)
+    fin = os.fdopen(_proto_in, "rb")
+    _write_all(_proto_out, _ready_line())
     import json  # while Go prepares the first request
     while True:
         try:
@@ -1025,4 +1091,198 @@ def main():
             send({"t": "done", "n": req.get("n", 0), "status": "error", "dout": 0, "derr": 0, "ddisp": 0})
 
 
-main()
+# --- template: contexts forked from an interpreter that already imported ---
+#
+# Started with the arguments "template MOD...", the driver imports the
+# modules once and then forks contexts on request instead of serving runs
+# (see template.go). Requests (Go -> template, one JSON object per line):
+#   {"op":"fork","n":ID,"stub":PID}   fork a context for the process PID,
+#                                     which the agent started for it
+#   {"op":"signal","pid":CHILD,"sig":N}   signal a context's process group
+# Messages (template -> Go):
+#   {"t":"ready",...}                 as a context's, once the imports are done
+#   {"t":"importerr","mod":M,"ename":S,"evalue":S}   an import failed (exits)
+#   {"t":"forked","n":ID,"pid":CHILD} or {"t":"forked","n":ID,"msg":WHY}
+#   {"t":"exit","pid":CHILD,"code":N} a context exited (128+signal if killed)
+#
+# The template holds no threads of its own when it forks (the capture thread
+# starts in each child), runs no user code, and reaps its children itself.
+
+MAX_CHILDREN = 64  # live contexts per template; Go's own bound is lower
+
+
+def _orphaned():
+    """The process the agent started for this context is gone (killed): the
+    context and everything in its process group go with it."""
+    try:
+        os.killpg(0, signal.SIGKILL)
+    finally:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _reseed():
+    # A fork copies every generator's state: reseed the ones every context
+    # shares from OS entropy, so that two contexts never draw the same
+    # numbers. (random reseeds itself after fork too, via
+    # os.register_at_fork; numpy's legacy global RandomState does not.)
+    import random
+
+    random.seed()
+    nr = sys.modules.get("numpy.random")
+    if nr is not None:
+        try:
+            nr.seed()
+        except Exception:
+            pass
+
+
+def _become_context(stub, sfd, kids, mods):
+    """Runs in a freshly forked child: takes over the stdin and stdout of the
+    agent-started process stub (its pipes to Go) and serves runs."""
+    os.setpgid(0, 0)  # its own group, as a context started afresh has
+    # The agent kills a command's processes by the tag it gave the command
+    # (the soft RLIMIT_RTTIME; see the agent's tags.go): take the stub's, so
+    # that killing the stub's command kills this context and what it starts.
+    try:
+        import resource
+
+        soft = resource.prlimit(stub, resource.RLIMIT_RTTIME)[0]
+        hard = resource.getrlimit(resource.RLIMIT_RTTIME)[1]
+        if hard == resource.RLIM_INFINITY or soft <= hard:
+            resource.setrlimit(resource.RLIMIT_RTTIME, (soft, hard))
+    except (OSError, ValueError, AttributeError):
+        pass
+    i = os.open("/proc/%d/fd/0" % stub, os.O_RDONLY)
+    o = os.open("/proc/%d/fd/1" % stub, os.O_WRONLY)
+    os.dup2(i, 0)
+    os.dup2(o, 1)
+    os.dup2(o, 2)
+    os.close(i)
+    os.close(o)
+    for cfd, s in kids.values():  # the other contexts' pidfds
+        os.close(cfd)
+        os.close(s)
+    _plumb()  # closes the template's protocol fds
+    _reseed()
+    main(bind=mods, watch=sfd)
+
+
+def _exit_code(status):
+    code = os.waitstatus_to_exitcode(status)
+    return 128 - code if code < 0 else code
+
+
+def _template_request(line, kids, byfd, poller, mods):
+    try:
+        req = json.loads(line)
+        op = req["op"]
+        if op == "fork":
+            n, stub = int(req["n"]), int(req["stub"])
+        elif op == "signal":
+            pid, sig = int(req["pid"]), int(req["sig"])
+        else:
+            raise ValueError("unknown op %r" % op)
+    except Exception as e:
+        send({"t": "bad", "msg": "bad template request: %s" % e})
+        return
+    if op == "signal":
+        if pid in kids:  # only its own live (or unreaped) children
+            try:
+                os.killpg(pid, sig)
+            except OSError:
+                try:
+                    os.kill(pid, sig)
+                except OSError:
+                    pass
+        return
+    if len(kids) >= MAX_CHILDREN:
+        send({"t": "forked", "n": n, "msg": "the template has %d live contexts" % len(kids)})
+        return
+    try:
+        sfd = os.pidfd_open(stub)
+    except OSError as e:
+        send({"t": "forked", "n": n, "msg": "process %d: %s" % (stub, e.strerror or e)})
+        return
+    pid = os.fork()
+    if pid == 0:
+        try:
+            _become_context(stub, sfd, kids, mods)
+        finally:
+            os._exit(70)
+    try:
+        os.setpgid(pid, pid)  # also here: a signal may come before the child runs
+    except OSError:
+        pass
+    cfd = os.pidfd_open(pid)
+    kids[pid] = (cfd, sfd)
+    byfd[cfd] = pid
+    poller.register(cfd, select.POLLIN)
+    send({"t": "forked", "n": n, "pid": pid})
+
+
+def _reap(cfd, kids, byfd, poller):
+    pid = byfd.pop(cfd)
+    poller.unregister(cfd)
+    _, status = os.waitpid(pid, 0)
+    cfd, sfd = kids.pop(pid)
+    send({"t": "exit", "pid": pid, "code": _exit_code(status)})
+    try:
+        # The agent-started process only stood for the context: it ends
+        # with it, which ends the context's streams on the Go side.
+        signal.pidfd_send_signal(sfd, signal.SIGKILL)
+    except OSError:
+        pass
+    os.close(cfd)
+    os.close(sfd)
+
+
+def template_main(mods):
+    global json
+    import json
+
+    if not hasattr(os, "pidfd_open"):
+        send({"t": "fatal", "msg": "forked contexts need Python >= 3.9 on Linux >= 5.3 (os.pidfd_open); this is %s" % sys.version.split()[0]})
+        os._exit(3)
+    os.dup2(_devnull, 1)  # what imports print must not reach the protocol
+    os.dup2(_devnull, 2)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # contexts install their own handler
+    _install_hooks()
+    import resource  # what every child needs at once
+    import random
+
+    err = _import_all(mods)
+    if err is not None:
+        send(err)
+        os._exit(3)
+    _write_all(_proto_out, _ready_line())
+    poller = select.poll()
+    poller.register(_proto_in, select.POLLIN)
+    kids, byfd = {}, {}
+    buf = b""
+    while True:
+        try:
+            events = poller.poll()
+        except InterruptedError:
+            continue
+        for fd, _ in events:
+            if fd != _proto_in:
+                _reap(fd, kids, byfd, poller)
+                continue
+            data = os.read(_proto_in, CHUNK)
+            if not data:
+                os._exit(0)  # Go closed our stdin: the template is done
+            buf += data
+            while b"\n" in buf:
+                line, buf = buf.split(b"\n", 1)
+                _template_request(line, kids, byfd, poller, mods)
+            if len(buf) > CHUNK:
+                buf = b""  # not a request
+
+
+# The arguments after `python -c BOOTSTRAP`: none (a context), "imports
+# MOD..." (a context that imports them before ready) or "template MOD...".
+_args, sys.argv[1:] = sys.argv[1:], []
+if _args[:1] == ["template"]:
+    template_main(_args[1:])
+else:
+    main(preload=_args[1:])

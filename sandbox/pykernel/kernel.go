@@ -68,6 +68,13 @@ type Options struct {
 	// StartTimeout bounds starting a process (also the automatic restart
 	// after a kill). Default 30 s.
 	StartTimeout time.Duration
+	// Imports are modules (e.g. "numpy", "pandas") every context starts
+	// with, imported and bound in its namespace as `import numpy, pandas`
+	// binds them. Contexts imports them once, in a template interpreter,
+	// and forks each context from it (see Template in the package
+	// documentation); a Kernel started with Start imports them itself.
+	// A module that fails to import fails the start with ErrImport.
+	Imports []string
 }
 
 func (o Options) withDefaults() Options {
@@ -148,6 +155,9 @@ var (
 	// ErrProtocol means the driver did not understand a request (the code
 	// may have read from the driver's private stdin).
 	ErrProtocol = errors.New("pykernel: protocol error")
+	// ErrImport means a module of Options.Imports could not be imported;
+	// the error's text names it and says why.
+	ErrImport = errors.New("pykernel: a module of Options.Imports could not be imported")
 )
 
 //go:embed driver.py
@@ -176,8 +186,8 @@ exec(compile(_r(int(_r(8))),'<sandboxkit-driver>','exec'))
 // persist across runs. Runs are serialized; all methods are safe for
 // concurrent use.
 type Kernel struct {
-	start Starter
-	opts  Options
+	launch launcher
+	opts   Options
 	sem   chan struct{} // one run (or restart) at a time
 
 	mu     sync.Mutex
@@ -194,8 +204,19 @@ func Start(ctx context.Context, start Starter, opts Options) (*Kernel, error) {
 	if start == nil {
 		return nil, fmt.Errorf("%w: nil Starter", ErrStart)
 	}
-	k := &Kernel{start: start, opts: opts.withDefaults(), sem: make(chan struct{}, 1)}
-	p, info, err := startProcess(ctx, start, k.opts)
+	opts = opts.withDefaults()
+	return startKernel(ctx, func(ctx context.Context) (*process, Info, error) {
+		return startProcess(ctx, start, opts)
+	}, opts)
+}
+
+// launcher starts a driver process that is ready to run: afresh
+// (startProcess) or forked from a template (template.fork).
+type launcher func(ctx context.Context) (*process, Info, error)
+
+func startKernel(ctx context.Context, launch launcher, opts Options) (*Kernel, error) {
+	k := &Kernel{launch: launch, opts: opts, sem: make(chan struct{}, 1)}
+	p, info, err := launch(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -238,7 +259,7 @@ func (k *Kernel) Restart(ctx context.Context) error {
 	if old != nil {
 		old.teardown()
 	}
-	p, info, err := startProcess(ctx, k.start, k.opts)
+	p, info, err := k.launch(ctx)
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if err != nil {
@@ -591,7 +612,7 @@ func (r *runState) killAndRestart(ctx context.Context) (*Execution, error) {
 	k := r.k
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), k.opts.StartTimeout)
 	defer cancel()
-	p, info, err := startProcess(sctx, k.start, k.opts)
+	p, info, err := k.launch(sctx)
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.closed {

@@ -36,11 +36,20 @@ type process struct {
 }
 
 // startProcess starts the interpreter, sends it the driver and waits for the
-// driver's ready message.
+// driver's ready message. With opts.Imports the driver imports them first.
 func startProcess(ctx context.Context, start Starter, opts Options) (*process, Info, error) {
 	ctx, cancel := context.WithTimeout(ctx, opts.StartTimeout)
 	defer cancel()
 	argv := []string{opts.Python, "-u", "-c", bootstrap}
+	if len(opts.Imports) > 0 {
+		argv = append(append(argv, "imports"), opts.Imports...)
+	}
+	return launchDriver(ctx, start, argv, opts, opts.lineCap())
+}
+
+// launchDriver starts argv (the interpreter with the bootstrap), sends it the
+// driver and waits for its ready message.
+func launchDriver(ctx context.Context, start Starter, argv []string, opts Options, lineCap int) (*process, Info, error) {
 	env := opts.Env
 	if env == nil {
 		env = []string{} // explicitly empty: a Starter must never read nil as "inherit"
@@ -49,37 +58,51 @@ func startProcess(ctx context.Context, start Starter, opts Options) (*process, I
 	if err != nil {
 		return nil, Info{}, fmt.Errorf("%w: %s: %v", ErrStart, opts.Python, err)
 	}
+	p := newProcess(proc, lineCap)
+	werr := p.write([]byte(fmt.Sprintf("%08d", len(driverSource)) + driverSource))
+	return p.awaitReady(ctx, opts.Python, werr)
+}
+
+// newProcess wraps a started Proc and starts decoding its stdout.
+func newProcess(proc Proc, lineCap int) *process {
 	p := &process{
 		proc:       proc,
 		msgs:       make(chan message, msgQueue),
 		stop:       make(chan struct{}),
 		readerDone: make(chan struct{}),
 	}
-	go p.read(opts.lineCap())
-	werr := p.write([]byte(fmt.Sprintf("%08d", len(driverSource)) + driverSource))
+	go p.read(lineCap)
+	return p
+}
+
+// awaitReady waits for the driver's ready message; werr, if not nil, yields
+// the result of sending the driver. On failure the process is torn down.
+func (p *process) awaitReady(ctx context.Context, python string, werr <-chan error) (*process, Info, error) {
 	var junk []string
 	var sendErr error
 	var gone <-chan time.Time // set when sending the driver hit a closed pipe
-	fail := func(format string, args ...any) (*process, Info, error) {
+	fail := func(sentinel error, format string, args ...any) (*process, Info, error) {
 		p.teardown()
 		code, _ := p.wait()
 		msg := fmt.Sprintf(format, args...)
 		if len(junk) > 0 {
 			msg += "; it printed: " + strings.Join(junk, "\n")
 		}
-		return nil, Info{}, fmt.Errorf("%w: %s (exit code %d)", ErrStart, msg, code)
+		return nil, Info{}, fmt.Errorf("%w: %s (exit code %d)", sentinel, msg, code)
 	}
 	for {
 		select {
 		case m, ok := <-p.msgs:
 			if !ok {
-				return fail("%s exited before the kernel driver was ready", opts.Python)
+				return fail(ErrStart, "%s exited before the kernel driver was ready", python)
 			}
 			switch m.kind {
 			case msgReady:
 				return p, Info{PID: m.ready.pid, Version: m.ready.version, Executable: m.ready.executable}, nil
 			case msgFatal:
-				return fail("%s", m.note)
+				return fail(ErrStart, "%s", m.note)
+			case msgImportErr:
+				return fail(ErrImport, "import %s failed: %s", m.note, m.err.Error())
 			case kindJunk:
 				if len(junk) < 40 {
 					junk = append(junk, m.note)
@@ -88,7 +111,7 @@ func startProcess(ctx context.Context, start Starter, opts Options) (*process, I
 		case err := <-werr:
 			werr = nil
 			if err != nil && !errors.Is(err, syscall.EPIPE) {
-				return fail("sending the driver: %v", err)
+				return fail(ErrStart, "sending the driver: %v", err)
 			}
 			if err != nil {
 				// The interpreter closed its stdin: usually it has exited
@@ -99,9 +122,9 @@ func startProcess(ctx context.Context, start Starter, opts Options) (*process, I
 				gone = time.After(2 * time.Second)
 			}
 		case <-gone:
-			return fail("sending the driver: %v", sendErr)
+			return fail(ErrStart, "sending the driver: %v", sendErr)
 		case <-ctx.Done():
-			return fail("%s did not start the driver: %v", opts.Python, ctx.Err())
+			return fail(ErrStart, "%s did not start the driver: %v", python, ctx.Err())
 		}
 	}
 }

@@ -56,6 +56,10 @@ type execProc struct {
 	err  error
 }
 
+// PID returns the process id: ExecProc's processes can host forked
+// contexts (Options.Imports).
+func (p *execProc) PID() int { return p.cmd.Process.Pid }
+
 func (p *execProc) Stdin() io.Writer  { return p.stdin }
 func (p *execProc) Stdout() io.Reader { return p.stdout }
 

@@ -22,6 +22,12 @@ const (
 	msgDone    = "done"
 	msgBad     = "bad"
 	msgFatal   = "fatal"
+	// msgImportErr: a module of Options.Imports failed to import (a driver
+	// with imports, or a template, before it is ready).
+	msgImportErr = "importerr"
+	// Template messages (see template.go): a fork's outcome, a context's exit.
+	msgForked = "forked"
+	msgExit   = "exit"
 )
 
 // wireMessage is the JSON form of a driver message.
@@ -47,6 +53,8 @@ type wireMessage struct {
 	FileBytes  int64             `json:"ofb,omitempty"`
 	FileCut    int64             `json:"ofc,omitempty"`
 	FileError  string            `json:"ofe,omitempty"`
+	Mod        string            `json:"mod,omitempty"`
+	Code       *int              `json:"code,omitempty"`
 }
 
 // message is a decoded, validated driver message.
@@ -59,7 +67,10 @@ type message struct {
 	err    *ExecError        // error
 	done   doneInfo          // done
 	ready  readyInfo         // ready
-	note   string            // bad, fatal; also the text of a line that was not a message
+	note   string            // bad, fatal, forked (why not); importerr: the module; also the text of a line that was not a message
+	id     int               // forked: the request's id
+	pid    int               // forked, exit: the context's process
+	code   int               // exit: its exit code
 	size   int               // bytes of the line on the wire
 }
 
@@ -144,6 +155,25 @@ func decodeMessage(line []byte) (message, error) {
 			fileBytes: w.FileBytes, fileCut: w.FileCut, fileError: w.FileError}
 	case msgBad, msgFatal:
 		m.note = w.Msg
+	case msgImportErr:
+		if w.Mod == "" || w.Ename == "" {
+			return message{}, errors.New("importerr message without a module or an exception")
+		}
+		m.note = w.Mod
+		m.err = &ExecError{Name: w.Ename, Value: w.Evalue}
+	case msgForked:
+		if err := json.Unmarshal(w.N, &m.id); err != nil {
+			return message{}, fmt.Errorf("forked message with id %q", w.N)
+		}
+		if (w.PID <= 0) == (w.Msg == "") {
+			return message{}, errors.New("forked message needs a pid or a msg")
+		}
+		m.pid, m.note = w.PID, w.Msg
+	case msgExit:
+		if w.PID <= 0 || w.Code == nil {
+			return message{}, errors.New("exit message without a pid or a code")
+		}
+		m.pid, m.code = w.PID, *w.Code
 	default:
 		return message{}, fmt.Errorf("unknown message type %q", w.T)
 	}

@@ -114,3 +114,116 @@ func (j *jupyter) do(b *testing.B, cmd string) string {
 	}
 	return line
 }
+
+// BenchmarkNewContext times a new context until it can run code (issue 22:
+// with numpy and pandas imported, <= 10 ms), against its floors in the same
+// run:
+//
+//   - bare: a context started afresh without imports (the interpreter's
+//     start plus the driver);
+//   - imports-afresh: a context started afresh that imports numpy and pandas
+//     before it is ready (what a context costs without a template);
+//   - forked: a context forked from a template that imported them
+//     (Options.Imports with Contexts), the template started beforehand;
+//   - floor-fork: os.fork() of an interpreter that imported them, until the
+//     child has written a byte back (a fork's own cost: copying the page
+//     tables of ~60 MB);
+//   - floor-stub: starting and reaping `sleep 0`, the process every forked
+//     context starts with (stubArgv).
+func BenchmarkNewContext(b *testing.B) {
+	mods := []string{"numpy", "pandas"}
+	ctx := context.Background()
+	b.Run("bare", func(b *testing.B) {
+		needPython(b)
+		o := testOptions(b)
+		for b.Loop() {
+			k, err := Start(ctx, ExecProc, o)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.StopTimer()
+			_ = k.Close()
+			b.StartTimer()
+		}
+	})
+	b.Run("imports-afresh", func(b *testing.B) {
+		needModules(b, mods...)
+		o := testOptions(b)
+		o.Imports = mods
+		for b.Loop() {
+			k, err := Start(ctx, ExecProc, o)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.StopTimer()
+			_ = k.Close()
+			b.StartTimer()
+		}
+	})
+	b.Run("forked", func(b *testing.B) {
+		needModules(b, mods...)
+		o := testOptions(b)
+		o.Imports = mods
+		c := NewContexts(ExecProc, o, 8)
+		defer c.Close()
+		if err := c.Preload(ctx); err != nil {
+			b.Fatal(err)
+		}
+		for b.Loop() {
+			if err := c.Create(ctx, "bench"); err != nil {
+				b.Fatal(err)
+			}
+			b.StopTimer()
+			if err := c.Remove(ctx, "bench"); err != nil {
+				b.Fatal(err)
+			}
+			b.StartTimer()
+		}
+	})
+	b.Run("floor-fork", func(b *testing.B) {
+		needModules(b, mods...)
+		cmd := exec.Command(testPython, "-c", `import os, signal, numpy, pandas
+signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children reap themselves
+os.write(1, b"r")
+while os.read(0, 1):
+    if os.fork() == 0:
+        os.write(1, b"c")
+        os._exit(0)
+`)
+		in, err := cmd.StdinPipe()
+		if err != nil {
+			b.Fatal(err)
+		}
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		defer func() { _ = in.Close(); _ = cmd.Wait() }()
+		buf := make([]byte, 1)
+		if _, err := io.ReadFull(out, buf); err != nil {
+			b.Fatal(err)
+		}
+		for b.Loop() {
+			if _, err := in.Write([]byte{'f'}); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := io.ReadFull(out, buf); err != nil || buf[0] != 'c' {
+				b.Fatalf("fork: %q %v", buf, err)
+			}
+		}
+	})
+	b.Run("floor-stub", func(b *testing.B) {
+		for b.Loop() {
+			p, err := ExecProc(ctx, []string{stubArgv[0], "0"}, nil, "")
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := p.Wait(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

@@ -25,10 +25,13 @@ type PoolConfig struct {
 	// StartWhenEmpty makes Get start a sandbox in the caller's goroutine
 	// when none is ready, instead of waiting for the next background start.
 	StartWhenEmpty bool
-	// PythonImports, when set, starts each pooled sandbox's default Python
-	// context and imports these modules (for example "numpy", "pandas")
-	// before the sandbox counts as ready, so the caller's first Python run
-	// does not pay for them. A failed import fails that start.
+	// PythonImports, when set, gives each pooled sandbox these modules (for
+	// example "numpy", "pandas") as WithPythonImports does: a template
+	// interpreter imports them once and every Python context is forked from
+	// it. The template and the default context are started before the
+	// sandbox counts as ready, so the caller's first Python run pays for
+	// neither, and a new context costs a fork. A failed import fails that
+	// start.
 	PythonImports []string
 }
 
@@ -101,9 +104,13 @@ func NewPool(ctx context.Context, cfg PoolConfig, opts ...Option) (*Pool, error)
 		// in the pool.
 		cfg.IdleTimeout = c.ttl / 2
 	}
+	opts = append([]Option(nil), opts...)
+	if len(cfg.PythonImports) > 0 {
+		opts = append(opts, WithPythonImports(cfg.PythonImports...))
+	}
 	p := &Pool{
 		cfg:      cfg,
-		opts:     append([]Option(nil), opts...),
+		opts:     opts,
 		ttl:      c.ttl,
 		ready:    make(chan pooled, cfg.Size),
 		startSem: make(chan struct{}, cfg.MaxStarting),
@@ -231,12 +238,9 @@ func (p *Pool) create(ctx context.Context) (*Sandbox, error) {
 		return nil, err
 	}
 	if len(p.cfg.PythonImports) > 0 {
-		code := "import " + strings.Join(p.cfg.PythonImports, ", ")
-		ex, err := sb.Python.Run(ctx, code, PythonRunOptions{})
-		if err == nil && ex.Error != nil {
-			err = newError(CodeUnavailable, "NewPool", "preloading Python failed: %s: %s (check PoolConfig.PythonImports and the image)", ex.Error.Name, ex.Error.Value)
-		}
-		if err != nil {
+		// The default context, forked from the template (which New started
+		// in the background; this waits for it).
+		if err := sb.Python.Create(ctx, "default"); err != nil {
 			sb.Close()
 			return nil, err
 		}

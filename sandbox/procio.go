@@ -17,6 +17,7 @@ import (
 // unchanged on every backend.
 type agentProc struct {
 	call *agent.Call
+	pid  int // as the sandbox sees it, from the "started" event
 
 	mu      sync.Mutex
 	cond    *sync.Cond
@@ -63,6 +64,7 @@ func (sb *Sandbox) startProc(ctx context.Context, op string, argv, env []string,
 			select {
 			case <-started:
 			default:
+				p.pid = ev.PID // read after started is closed
 				close(started)
 			}
 		}
@@ -120,6 +122,10 @@ func (p *agentProc) Read(b []byte) (int, error) {
 
 // Write types into the process's stdin (or terminal).
 func (p *agentProc) Write(b []byte) (int, error) { return p.call.Write(b) }
+
+// PID is the process id as processes in the sandbox see it (the Python
+// kernel's template forks contexts for such a process).
+func (p *agentProc) PID() int { return p.pid }
 
 func (p *agentProc) Stdin() io.Writer  { return p }
 func (p *agentProc) Stdout() io.Reader { return p }

@@ -279,6 +279,9 @@ func (p *Python) contexts(op string) (*pykernel.Contexts, error) {
 	if p.c != nil {
 		return p.c, nil
 	}
+	if sb.closed {
+		return nil, newError(CodeClosed, op, "the sandbox is closed") // Close has run the closers
+	}
 	py := sb.cfg.python
 	if py == "" {
 		py = sb.hello.Python
@@ -299,10 +302,26 @@ func (p *Python) contexts(op string) (*pykernel.Contexts, error) {
 		Dir:            sb.iso.WorkspacePath,
 		MaxOutputBytes: sb.cfg.limits.MaxOutputBytes,
 		DefaultTimeout: sb.cfg.limits.Timeout,
+		Imports:        sb.cfg.pyImports,
 	}, MaxPythonContexts)
 	c := p.c
 	sb.closers = append(sb.closers, func() { _ = c.Close() })
 	return p.c, nil
+}
+
+// preload starts the template of WithPythonImports in the background. Its
+// error is not kept: the first Python call that needs a context starts the
+// template again and reports the error then, with its code.
+func (p *Python) preload() {
+	c, err := p.contexts("Python")
+	if err != nil {
+		return
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		_ = c.Preload(ctx) // Close cancels it
+	}()
 }
 
 // Run executes code in a context. A timeout returns the partial Execution
@@ -443,6 +462,11 @@ func pyErr(op string, err error) error {
 		return &Error{Code: CodeExists, Op: op, Message: msg, Err: err}
 	case errors.Is(err, pykernel.ErrBadName), errors.Is(err, pykernel.ErrBadRequest), errors.Is(err, pykernel.ErrTooManyContexts):
 		return &Error{Code: CodeInvalidArgument, Op: op, Message: msg, Err: err}
+	case errors.Is(err, pykernel.ErrImport):
+		msg = strings.TrimPrefix(err.Error(), pykernel.ErrImport.Error()+": ")
+		return &Error{Code: CodeUnavailable, Op: op, Err: err, Message: "the Python context could not start: every context first imports " +
+			"the sandbox's Python imports, and " + msg + "; install the module in the sandbox, or create the sandbox without it " +
+			"(WithPythonImports, PoolConfig.PythonImports)"}
 	case errors.Is(err, pykernel.ErrStart):
 		return &Error{Code: CodeUnavailable, Op: op, Message: msg, Err: err}
 	case errors.Is(err, pykernel.ErrDied), errors.Is(err, pykernel.ErrClosed):

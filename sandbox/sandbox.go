@@ -141,6 +141,7 @@ type config struct {
 	audit       slog.Handler
 	ttl         time.Duration
 	python      string
+	pyImports   []string
 	owner       string
 	options     map[string]string
 	progress    func(string)
@@ -195,6 +196,25 @@ func WithTTL(d time.Duration) Option { return func(c *config) { c.ttl = d } }
 // WithPython sets the Python interpreter used by the Python kernel
 // (default: python3 on the sandbox's PATH).
 func WithPython(path string) Option { return func(c *config) { c.python = path } }
+
+// WithPythonImports makes every Python context of the sandbox start with
+// these modules imported (e.g. "numpy", "pandas"), bound in its namespace as
+// `import numpy, pandas` binds them, without paying for the imports again:
+// the sandbox keeps a template interpreter that imported them once, and
+// each new context (the default one too, and a context restarted after its
+// process died) is forked from it in a few milliseconds. The template
+// starts in the background when the sandbox is created. It is a process of
+// the sandbox like any other: its memory counts against Limits.MemoryBytes,
+// and forked contexts share its pages copy-on-write. A module that cannot be
+// imported makes the Python call that needed a context fail with
+// SBX_UNAVAILABLE naming it (the sandbox stays usable; the next context
+// tries again). Forked contexts get fresh random state (Python's random,
+// numpy's global generator); what a fork cannot give them is listed in
+// package sandbox/pykernel's documentation (the string hash seed, objects
+// created at import time).
+func WithPythonImports(modules ...string) Option {
+	return func(c *config) { c.pyImports = append([]string(nil), modules...) }
+}
 
 // WithOwner labels the sandbox with its creator: every audit event carries
 // it as the attribute "owner", and the Docker backend labels its containers
@@ -259,6 +279,11 @@ func New(ctx context.Context, opts ...Option) (*Sandbox, error) {
 	}
 	if c.limits.MaxTimeout < c.limits.Timeout {
 		return nil, newError(CodeInvalidArgument, "New", "Limits.MaxTimeout (%s) is below Limits.Timeout (%s)", c.limits.MaxTimeout, c.limits.Timeout)
+	}
+	for _, m := range c.pyImports {
+		if !validModule(m) {
+			return nil, newError(CodeInvalidArgument, "New", "WithPythonImports: %q is not a Python module name (dotted identifiers, e.g. \"numpy\" or \"xml.dom\")", truncateForMessage(m))
+		}
 	}
 	egress, err := c.compileEgress()
 	if err != nil {
@@ -359,6 +384,9 @@ func New(ctx context.Context, opts ...Option) (*Sandbox, error) {
 		sb.Close()
 	})
 	sb.auditEvent(ctx, "Sandbox.New", fmt.Sprintf("backend=%s tier=%s", c.driver.Name(), iso.Tier), start, nil)
+	if len(c.pyImports) > 0 {
+		sb.Python.preload()
+	}
 	return sb, nil
 }
 

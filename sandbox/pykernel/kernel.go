@@ -157,7 +157,7 @@ var (
 	ErrProtocol = errors.New("pykernel: protocol error")
 	// ErrImport means a module of Options.Imports could not be imported;
 	// the error's text names it and says why.
-	ErrImport = errors.New("pykernel: a module of Options.Imports could not be imported")
+	ErrImport = errors.New("pykernel: an import of Options.Imports failed")
 )
 
 //go:embed driver.py

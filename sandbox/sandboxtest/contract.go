@@ -53,6 +53,7 @@ func RunContract(t *testing.T, newSandbox Factory) {
 		{"Hostile", hostileTests},
 		{"Faults", faultTests},
 		{"Lifecycle", lifecycleTests},
+		{"Python", pythonTests},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {

@@ -188,7 +188,7 @@ exec(compile(_r(int(_r(8))),'<sandboxkit-driver>','exec'))
 type Kernel struct {
 	launch launcher
 	opts   Options
-	sem   chan struct{} // one run (or restart) at a time
+	sem    chan struct{} // one run (or restart) at a time
 
 	mu     sync.Mutex
 	p      *process // nil when dead or closed

@@ -378,14 +378,7 @@ func (p *egressProxy) forward(c net.Conn, br *bufio.Reader, req *http.Request, p
 	ev.allowed, ev.addr = true, addr
 	cu := &countedConn{Conn: up, p: p, ev: ev}
 	// Hop-by-hop headers are for the proxy, not the destination.
-	for _, f := range req.Header.Values("Connection") {
-		for _, h := range strings.Split(f, ",") {
-			req.Header.Del(strings.TrimSpace(h))
-		}
-	}
-	for _, h := range []string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authorization", "Te", "Trailer", "Upgrade"} {
-		req.Header.Del(h)
-	}
+	dropHopHeaders(req.Header)
 	if req.Header.Get("Expect") != "" {
 		// Answer the client's wait for 100-continue here: the body is
 		// copied as the request is written.
@@ -398,21 +391,104 @@ func (p *egressProxy) forward(c net.Conn, br *bufio.Reader, req *http.Request, p
 		ev.reason = "sending the request: " + err.Error()
 		return
 	}
-	resp, err := http.ReadResponse(bufio.NewReader(cu), req)
+	ur := bufio.NewReader(cu)
+	resp, err := http.ReadResponse(ur, req)
 	if err != nil {
 		ev.reason = "reading the response: " + err.Error()
 		refuse(c, http.StatusBadGateway, "bad response", "sandboxkit egress proxy: the destination's response was unreadable: "+err.Error())
 		return
 	}
-	defer resp.Body.Close()
+	// The body is closed with the destination's connection down first: a
+	// close that drained the rest of an unsent body would wait on the
+	// destination.
+	defer func() { up.Close(); resp.Body.Close() }()
 	resp.Close = true
-	if err := resp.Write(c); err != nil && ev.reason == "" {
+	if rawBody(req, resp) {
+		err = p.relayResponse(c, ur, resp, cu)
+	} else {
+		err = resp.Write(c)
+	}
+	if err != nil && ev.reason == "" {
 		ev.reason = "sending the response: " + err.Error()
 		if errors.Is(err, errEgressBytes) {
 			ev.reason = fmt.Sprintf("byte limit: the sandbox's egress reached its limit of %d bytes (EgressPolicy.MaxBytes); the response was cut", p.policy.maxBytes)
 		}
 	}
 	closeWrite(c)
+}
+
+// rawBody reports whether resp's body can go to the client as the
+// destination sent it: a body of known length, or one that ends with the
+// connection. Chunked bodies, and responses without a body (to HEAD, 1xx,
+// 204, 304), go through net/http, which re-frames them.
+func rawBody(req *http.Request, resp *http.Response) bool {
+	return req.Method != http.MethodHead && resp.StatusCode >= 200 && resp.StatusCode != http.StatusNoContent &&
+		resp.StatusCode != http.StatusNotModified && len(resp.TransferEncoding) == 0
+}
+
+// hopHeaders are the hop-by-hop headers (RFC 9110, section 7.6.1): they
+// are for the proxy, never passed on.
+var hopHeaders = []string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
+
+// dropHopHeaders removes the hop-by-hop headers and those the Connection
+// header names.
+func dropHopHeaders(h http.Header) {
+	for _, f := range h.Values("Connection") {
+		for _, name := range strings.Split(f, ",") {
+			h.Del(strings.TrimSpace(name))
+		}
+	}
+	for _, name := range hopHeaders {
+		h.Del(name)
+	}
+}
+
+// relayResponse sends resp to the client with its body copied as raw
+// bytes from the destination's connection, not through net/http's body
+// reader and writer: the header goes first (with Connection: close, as
+// the proxy serves one request per connection), then the body bytes ur
+// already read, then the rest straight from the connection, which the
+// tunnel splices into the agent's stream where the kernel allows it.
+// Measured on a busy 2-core machine (BenchmarkEgressDownload), a 10 MB
+// plain HTTP download took the host proxy ~7 ms of CPU through net/http's
+// copy.
+func (p *egressProxy) relayResponse(c net.Conn, ur *bufio.Reader, resp *http.Response, up *countedConn) error {
+	h := resp.Header.Clone()
+	dropHopHeaders(h)
+	h.Del("Content-Length")
+	if resp.ContentLength >= 0 {
+		h.Set("Content-Length", strconv.FormatInt(resp.ContentLength, 10))
+	}
+	h.Set("Connection", "close")
+	text := strings.TrimSpace(strings.TrimPrefix(resp.Status, strconv.Itoa(resp.StatusCode)))
+	if text == "" {
+		text = http.StatusText(resp.StatusCode)
+	}
+	var head bytes.Buffer
+	fmt.Fprintf(&head, "HTTP/%d.%d %03d %s\r\n", resp.ProtoMajor, resp.ProtoMinor, resp.StatusCode, text)
+	h.Write(&head) // drops invalid names, turns line breaks in values into spaces
+	head.WriteString("\r\n")
+	n := int64(ur.Buffered())
+	if resp.ContentLength >= 0 {
+		n = min(n, resp.ContentLength)
+	}
+	buffered, _ := ur.Peek(int(n))
+	head.Write(buffered)
+	if _, err := c.Write(head.Bytes()); err != nil {
+		return err
+	}
+	rest := int64(-1)
+	if resp.ContentLength >= 0 {
+		rest = resp.ContentLength - n
+		if rest == 0 {
+			return nil
+		}
+	}
+	m, err := up.writeTo(c, rest)
+	if err == nil && rest >= 0 && m < rest {
+		err = io.ErrUnexpectedEOF
+	}
+	return err
 }
 
 // refuse answers with an error status and a plain-text body a person or
@@ -442,6 +518,41 @@ func (c *countedConn) Read(b []byte) (int, error) {
 		return n, errEgressBytes
 	}
 	return n, err
+}
+
+// egressCopyChunk is how much one step of a counted copy moves: the byte
+// limit is checked between steps.
+const egressCopyChunk = 1 << 20
+
+// WriteTo copies the destination's bytes to w until the destination ends
+// (io.Copy uses it for the CONNECT tunnel's download direction).
+func (c *countedConn) WriteTo(w io.Writer) (int64, error) { return c.writeTo(w, -1) }
+
+// writeTo copies n bytes (all, when n < 0) from the destination's
+// connection to w, counting them. Each step hands w a LimitedReader over
+// the connection itself, so a tunnelled connection's ReadFrom can splice
+// the bytes without copying them through the proxy; the byte limit is
+// checked between steps, and a step takes at most one byte past what is
+// left of it.
+func (c *countedConn) writeTo(w io.Writer, n int64) (int64, error) {
+	var total int64
+	for n < 0 || total < n {
+		step := int64(egressCopyChunk)
+		if n >= 0 {
+			step = min(step, n-total)
+		}
+		step = min(step, max(c.p.policy.maxBytes-c.p.bytes.Load(), 0)+1)
+		m, err := io.Copy(w, &io.LimitedReader{R: c.Conn, N: step})
+		total += m
+		atomic.AddInt64(&c.ev.bytesIn, m)
+		if c.p.bytes.Add(m) > c.p.policy.maxBytes {
+			return total, errEgressBytes
+		}
+		if err != nil || m < step {
+			return total, err // m < step: the destination ended
+		}
+	}
+	return total, nil
 }
 
 func (c *countedConn) Write(b []byte) (int, error) {

@@ -150,6 +150,7 @@ func Dial(ctx context.Context, conn io.ReadWriteCloser, h wire.Hello) (*Client, 
 		c := &Client{conn: conn, hello: r.rep, calls: map[uint32]*Call{}, dead: make(chan struct{}),
 			acks: map[uint32]int{}, awake: make(chan struct{}, 1)}
 		c.tunnel = tunnel.New(c.send, c.write, tunnel.Addr("egress proxy "+r.rep.Proxy))
+		c.tunnel.UseStream(conn, c.writeWith, tunnel.Splicing{Send: true})
 		c.readers.Add(2)
 		go c.readLoop()
 		go c.ackLoop()
@@ -169,6 +170,22 @@ func (c *Client) write(frames []byte) error {
 		return err
 	}
 	if _, err := c.conn.Write(frames); err != nil {
+		return fmt.Errorf("%w: %v", ErrDead, err)
+	}
+	return nil
+}
+
+// writeWith runs fn with the stream's write lock held: the tunnel writes
+// a spliced ConnData frame in parts. A failure may leave half a frame, so
+// it ends the stream.
+func (c *Client) writeWith(fn func(io.Writer) error) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if err := c.Err(); err != nil {
+		return err
+	}
+	if err := fn(c.conn); err != nil {
+		c.conn.Close()
 		return fmt.Errorf("%w: %v", ErrDead, err)
 	}
 	return nil

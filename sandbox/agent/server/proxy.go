@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bufio"
 	"errors"
 	"io"
 	"net"
@@ -35,7 +36,38 @@ func (s *server) listenProxy(addr string) (*proxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &proxy{l: l, tn: tunnel.New(s.send, s.write, l.Addr()), slots: make(chan struct{}, wire.MaxProxyConns)}, nil
+	tn := tunnel.New(s.send, s.write, l.Addr())
+	// A download's bytes go from the stream into each connection's pipe
+	// and on to the program's socket without entering the agent.
+	tn.UseStream(s.conn, s.writeWith, tunnel.Splicing{Receive: true})
+	return &proxy{l: l, tn: tn, slots: make(chan struct{}, wire.MaxProxyConns)}, nil
+}
+
+// readFrame reads the stream's next frame for the read loop; with the
+// egress proxy on, the tunnel takes its connections' bytes on the way
+// (tunnel.ReadFrame).
+func (s *server) readFrame(r *bufio.Reader) (wire.Frame, error) {
+	if s.proxy != nil {
+		return s.proxy.tn.ReadFrame(r)
+	}
+	return wire.ReadFrame(r)
+}
+
+// writeWith runs fn with the stream's write lock held, for a frame the
+// tunnel writes in parts; a failure may leave half a frame, so it ends
+// the stream.
+func (s *server) writeWith(fn func(io.Writer) error) error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if s.dead {
+		return io.ErrClosedPipe
+	}
+	if err := fn(s.conn); err != nil {
+		s.dead = true
+		s.conn.Close()
+		return err
+	}
+	return nil
 }
 
 func (p *proxy) start() {

@@ -177,7 +177,7 @@ func (s *server) run() error {
 	defer close(stopWriter)
 	defer s.shutdown()
 	for {
-		f, err := wire.ReadFrame(r)
+		f, err := s.readFrame(r)
 		if err != nil {
 			if errors.Is(err, io.EOF) {
 				return nil

@@ -100,6 +100,15 @@ func (w *workspace) replaceFile(rel, shown string, mode fs.FileMode, fill func(f
 		}
 		return w.writeError(shown, err, old != nil)
 	}
+	// The lock createTemp took tells a sweep (sweepTemps: every agent
+	// runs one as it starts, maybe on a workspace this one writes to)
+	// that the file's writer is alive; closing f would release it before
+	// the rename, and a sweep in between took the file (the write then
+	// failed with NOT_FOUND). A duplicate descriptor shares the lock and
+	// holds it until the rename is done.
+	if hold, err := unix.Dup(int(f.Fd())); err == nil {
+		defer unix.Close(hold)
+	}
 	if err := f.Close(); err != nil {
 		renamed = true // closed: the deferred cleanup only removes
 		_ = w.root.Remove(tmp)

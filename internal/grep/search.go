@@ -1,0 +1,328 @@
+package grep
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io/fs"
+	"path"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"unicode/utf8"
+)
+
+// Options tunes Search. The zero value searches every regular file with no
+// limit.
+type Options struct {
+	// MaxResults stops the search once that many matching lines are
+	// certain (0: no limit). The matches returned are then the first
+	// MaxResults in the result order, and Truncated is set.
+	MaxResults int
+	// MaxFileSize skips larger files (0: no limit). They count in Files.
+	MaxFileSize int64
+	// MaxLineBytes cuts the text of a longer matching line, at a rune
+	// boundary (0: whole lines).
+	MaxLineBytes int
+	// SkipDir reports whether to leave out the directory p below the
+	// root (never called for the root itself).
+	SkipDir func(p string, d fs.DirEntry) bool
+	// Select reports whether to search the regular file p (name is its
+	// base name); nil selects every file. It is called for the root too
+	// when the root is a file.
+	Select func(p, name string) bool
+	// Workers is how many files are read and matched at once (0: the
+	// runtime's GOMAXPROCS, at least 2, so that one worker's read
+	// overlaps another's matching).
+	Workers int
+}
+
+// Match is one matching line.
+type Match struct {
+	// Path is the file's path in the searched fs.FS.
+	Path string
+	// Line is the line's number, counted from 1.
+	Line int
+	// Text is the line without its newline (and without a final \r),
+	// cut to Options.MaxLineBytes; each byte that is not valid UTF-8 is
+	// shown as U+FFFD, and InvalidUTF8 says so.
+	Text        string
+	InvalidUTF8 bool
+}
+
+// Result is what Search found.
+type Result struct {
+	// Matches are in walk order (fs.WalkDir's: a directory's entries by
+	// name, each directory's files where it sorts), then by line.
+	Matches []Match
+	// Truncated says more lines matched than Options.MaxResults, or the
+	// search stopped with files left unread.
+	Truncated bool
+	// Files is the number of files searched; SkippedBinary counts the
+	// binary files (a NUL byte in their first 8000 bytes, git's rule)
+	// that matched, whose lines are not reported.
+	Files         int
+	SkippedBinary int
+}
+
+// Search searches the files below root (a directory or a file) in fsys for
+// lines that m matches. Symbolic links below the root are not followed (a
+// root that is one is, by fsys); confining paths is fsys's job. An error
+// reading the root is returned as it is; unreadable files and directories
+// below it are passed over. When ctx ends, Search returns what it counted
+// (Files) and ctx's error, after each worker has stopped inside the file
+// it was reading.
+//
+// Files are read and matched by Options.Workers goroutines while one walks
+// the tree in order, handing them out with their rank; the matches are put
+// back in that order at the end.
+func Search(ctx context.Context, fsys fs.ReadDirFS, root string, m *Matcher, opt Options) (*Result, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	s := &searcher{ctx: ctx, fsys: fsys, m: m, opt: opt, results: map[int]fileResult{}}
+	workers := opt.Workers
+	if workers <= 0 {
+		workers = max(2, runtime.GOMAXPROCS(0))
+	}
+	files := make(chan job, 256)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.work(files)
+		}()
+	}
+	s.files = files
+	walkErr := s.walkRoot(root)
+	close(files)
+	wg.Wait()
+	if walkErr != nil && walkErr != errStop {
+		return nil, walkErr
+	}
+	if err := ctx.Err(); err != nil {
+		return &Result{Files: s.scanned}, err
+	}
+	return s.result(), nil
+}
+
+var errStop = errors.New("search stopped")
+
+type job struct {
+	rank int
+	path string
+}
+
+type fileResult struct {
+	matches []Match
+	binary  bool
+}
+
+type searcher struct {
+	ctx   context.Context
+	fsys  fs.ReadDirFS
+	m     *Matcher
+	opt   Options
+	files chan<- job
+	rank  int
+	// stopped: the walk ended at MaxResults with files left.
+	stopped bool
+
+	mu      sync.Mutex
+	results map[int]fileResult // by rank, files that matched
+	total   int                // matching lines in results
+	scanned int
+}
+
+func (s *searcher) walkRoot(root string) error {
+	st, err := fs.Stat(s.fsys, root)
+	if err != nil {
+		return err
+	}
+	if !st.IsDir() {
+		if st.Mode().IsRegular() {
+			return s.offer(root, path.Base(root))
+		}
+		return nil
+	}
+	return s.walkDir(root, true)
+}
+
+// walkDir hands out the files below dir in walk order.
+func (s *searcher) walkDir(dir string, root bool) error {
+	ents, err := s.fsys.ReadDir(dir)
+	if err != nil && root {
+		return err
+	}
+	if !slices.IsSortedFunc(ents, byName) {
+		slices.SortFunc(ents, byName)
+	}
+	for _, d := range ents {
+		if s.ctx.Err() != nil {
+			return errStop
+		}
+		name := d.Name()
+		p := name
+		if dir != "." {
+			p = dir + "/" + name
+		}
+		if d.IsDir() {
+			if s.opt.SkipDir != nil && s.opt.SkipDir(p, d) {
+				continue
+			}
+			if err := s.walkDir(p, false); err != nil {
+				return err
+			}
+			continue
+		}
+		if !d.Type().IsRegular() {
+			continue
+		}
+		if err := s.offer(p, name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func byName(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) }
+
+// offer hands the file p to a worker, unless it is not selected or enough
+// matches are certain.
+func (s *searcher) offer(p, name string) error {
+	if s.opt.Select != nil && !s.opt.Select(p, name) {
+		return nil
+	}
+	if s.opt.MaxResults > 0 {
+		s.mu.Lock()
+		enough := s.total >= s.opt.MaxResults
+		s.mu.Unlock()
+		if enough {
+			// Every file before this one is searched: the first
+			// MaxResults matches are known, and this file is left
+			// unread (it may hold more).
+			s.stopped = true
+			return errStop
+		}
+	}
+	select {
+	case s.files <- job{rank: s.rank, path: p}:
+	case <-s.ctx.Done():
+		return errStop
+	}
+	s.rank++
+	return nil
+}
+
+func (s *searcher) work(files <-chan job) {
+	var buf []byte
+	for j := range files {
+		if s.ctx.Err() != nil {
+			continue
+		}
+		var res fileResult
+		res, buf = s.searchFile(j.path, buf)
+		s.mu.Lock()
+		s.scanned++
+		if len(res.matches) > 0 || res.binary {
+			s.results[j.rank] = res
+			s.total += len(res.matches)
+		}
+		s.mu.Unlock()
+	}
+}
+
+// searchFile reads the file p whole into buf (grown as needed and handed
+// back for the next file) and matches it.
+func (s *searcher) searchFile(p string, buf []byte) (fileResult, []byte) {
+	f, err := s.fsys.Open(p)
+	if err != nil {
+		return fileResult{}, buf
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil || !st.Mode().IsRegular() || (s.opt.MaxFileSize > 0 && st.Size() > s.opt.MaxFileSize) {
+		return fileResult{}, buf
+	}
+	size := int(st.Size())
+	// One byte more than the size, so that a file that grew since is
+	// still read in one call up to that point.
+	if need := size + 1; cap(buf) < need {
+		buf = make([]byte, 0, max(need, 64<<10))
+	}
+	data := buf[:size+1]
+	n := 0
+	for n < len(data) {
+		k, err := f.Read(data[n:])
+		n += k
+		if err != nil || k == 0 || n == size {
+			break // the whole file as Stat saw it: no read for EOF
+		}
+	}
+	data = data[:n]
+	if isBinary(data) {
+		found := false
+		_ = s.m.EachLine(s.ctx, data, func(int, int) bool { found = true; return false })
+		return fileResult{binary: found}, buf
+	}
+	matches, _ := s.m.Matches(s.ctx, p, data, s.opt.MaxLineBytes)
+	return fileResult{matches: matches}, buf
+}
+
+// isBinary uses git's heuristic: a NUL byte in the first 8000 bytes.
+func isBinary(b []byte) bool {
+	return bytes.IndexByte(b[:min(len(b), 8000)], 0) >= 0
+}
+
+func (s *searcher) result() *Result {
+	ranks := make([]int, 0, len(s.results))
+	for k := range s.results {
+		ranks = append(ranks, k)
+	}
+	slices.Sort(ranks)
+	limit := s.opt.MaxResults
+	res := &Result{Matches: []Match{}, Files: s.scanned, Truncated: s.stopped}
+	for _, k := range ranks {
+		r := s.results[k]
+		if r.binary {
+			res.SkippedBinary++
+			continue
+		}
+		for _, m := range r.matches {
+			if limit > 0 && len(res.Matches) >= limit {
+				res.Truncated = true
+				break
+			}
+			res.Matches = append(res.Matches, m)
+		}
+	}
+	return res
+}
+
+// Matches returns one Match per line of the text file data (named p in
+// the results) that holds a match, with 1-based line numbers and the line
+// cut to maxLine bytes (0: whole). On ctx's end it returns what it found so
+// far and ctx's error.
+func (m *Matcher) Matches(ctx context.Context, p string, data []byte, maxLine int) ([]Match, error) {
+	var out []Match
+	line, counted := 1, 0
+	err := m.EachLine(ctx, data, func(start, end int) bool {
+		line += bytes.Count(data[counted:start], []byte{'\n'})
+		counted = start
+		text := bytes.TrimSuffix(data[start:end], []byte{'\r'})
+		if maxLine > 0 && len(text) > maxLine {
+			text = text[:maxLine]
+			for len(text) > 0 && !utf8.Valid(text[max(0, len(text)-3):]) {
+				text = text[:len(text)-1]
+			}
+		}
+		mt := Match{Path: p, Line: line, Text: string(text)}
+		if !utf8.ValidString(mt.Text) {
+			mt.Text, mt.InvalidUTF8 = strings.ToValidUTF8(mt.Text, "\uFFFD"), true
+		}
+		out = append(out, mt)
+		return true
+	})
+	return out, err
+}

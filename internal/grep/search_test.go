@@ -1,0 +1,310 @@
+package grep
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+)
+
+// reference is the plain definition of Search: fs.WalkDir's order, each
+// text file split into lines and each line matched on its own, binary
+// files (a NUL in the first 8000 bytes) counted when a line matches.
+func reference(t testing.TB, fsys fs.FS, root string, ref *regexp.Regexp, maxLine int) *Result {
+	t.Helper()
+	res := &Result{Matches: []Match{}}
+	err := fs.WalkDir(fsys, root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		data, err := fs.ReadFile(fsys, p)
+		if err != nil {
+			return err
+		}
+		res.Files++
+		text := string(data)
+		binary := strings.IndexByte(text[:min(len(text), 8000)], 0) >= 0
+		found := false
+		for i, line := range strings.Split(strings.TrimSuffix(text, "\n"), "\n") {
+			if text == "" || !ref.MatchString(line) {
+				continue
+			}
+			found = true
+			if binary {
+				break
+			}
+			line = strings.TrimSuffix(line, "\r")
+			if maxLine > 0 && len(line) > maxLine {
+				line = line[:maxLine]
+				for len(line) > 0 && !utf8.ValidString(line[max(0, len(line)-3):]) {
+					line = line[:len(line)-1]
+				}
+			}
+			m := Match{Path: p, Line: i + 1, Text: line}
+			if !utf8.ValidString(line) {
+				m.Text, m.InvalidUTF8 = strings.ToValidUTF8(line, "\uFFFD"), true
+			}
+			res.Matches = append(res.Matches, m)
+		}
+		if binary && found {
+			res.SkippedBinary++
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// corpus writes a tree whose names sort differently by whole path and by
+// component (walk order: "a/x" before "a.b"), with binary files, CRLF,
+// invalid UTF-8, a long line, an empty file and one without a final
+// newline.
+func corpus(t testing.TB) string {
+	dir := t.TempDir()
+	files := map[string]string{
+		"a/x.go":        "package a\nfunc NewReader() {}\n// TODO(x): later\n",
+		"a.b":           "func NewBufferedReader(x int)\r\nTODO fixme\r\n",
+		"a-b/y.txt":     "colour color\nkelvin \u212Aelvin\n",
+		"a0":            "caf\xc3\xa9 \xff\xfe Reader(\n",
+		"bin/blob":      "func New\x00Reader\nfunc NewXReader\n",
+		"bin/late":      strings.Repeat("x", 9000) + "\x00func NewZReader\n",
+		"deep/1/2/3/z":  "no newline at the end: func NewQReader",
+		"empty":         "",
+		"long.txt":      strings.Repeat("é", 400) + " func NewLongReader\n",
+		"Upper/Case.md": "FIXME: NewReader\n",
+	}
+	for p, s := range files {
+		full := filepath.Join(dir, p)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A link to a file outside: not followed below the root.
+	outside := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(outside, []byte("func NewSecretReader\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(dir, "link")); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// TestSearchAgreesWithReference compares Search with the reference on the
+// corpus (and on part of the Go source tree, when there is one) for
+// patterns with and without literals, with 1, 2 and 8 workers.
+func TestSearchAgreesWithReference(t *testing.T) {
+	roots := []string{corpus(t)}
+	for _, sub := range []string{"/usr/local/go/src/bufio", "/usr/local/go/src/regexp", "/usr/local/go/src/go"} {
+		if _, err := os.Stat(sub); err == nil {
+			roots = append(roots, sub)
+		}
+	}
+	patterns := []string{`func New[A-Z]\w*Reader`, `\w+Reader\(`, `(?i)newreader`, `TODO|FIXME`, `(?i)kelvin`,
+		`colou?r`, `^$`, `[a-z]+\.[A-Z]\w+\(`, `\x{FFFD}`, `\s+$`}
+	for _, root := range roots {
+		fsys := os.DirFS(root).(fs.ReadDirFS)
+		for _, p := range patterns {
+			m, err := Compile(p, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := reference(t, fsys, ".", regexp.MustCompile("(?m)"+p), 100)
+			for _, workers := range []int{1, 2, 8} {
+				got, err := Search(t.Context(), fsys, ".", m, Options{Workers: workers, MaxLineBytes: 100})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !reflect.DeepEqual(got, want) {
+					t.Fatalf("%s: Search(%q) with %d workers:\n got %d matches, %d files, %d binary: %+v\nwant %d matches, %d files, %d binary: %+v",
+						root, p, workers, len(got.Matches), got.Files, got.SkippedBinary, head(got.Matches), len(want.Matches), want.Files, want.SkippedBinary, head(want.Matches))
+				}
+			}
+		}
+	}
+}
+
+func head(m []Match) []Match { return m[:min(len(m), 8)] }
+
+// MaxResults keeps the first matches in walk order, whatever the workers'
+// timing, and says the result was cut; a result exactly at the limit with
+// nothing left unread is not cut.
+func TestSearchMaxResultsKeepsTheFirst(t *testing.T) {
+	dir := t.TempDir()
+	for i := range 200 {
+		name := filepath.Join(dir, strconv.Itoa(i%7), strconv.Itoa(i)+".txt")
+		if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(name, []byte(strings.Repeat("needle\nhay\n", i%3+1)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fsys := os.DirFS(dir).(fs.ReadDirFS)
+	m, err := Compile("needle", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, err := Search(t.Context(), fsys, ".", m, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 67*1 + 67*2 + 66*3 // files with one, two, three needles
+	if all.Truncated || len(all.Matches) != n {
+		t.Fatalf("no limit: %d matches, truncated %v; want %d, not truncated", len(all.Matches), all.Truncated, n)
+	}
+	for _, limit := range []int{1, 2, 57, n - 1} {
+		for range 10 {
+			got, err := Search(t.Context(), fsys, ".", m, Options{MaxResults: limit, Workers: 4})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !got.Truncated || !reflect.DeepEqual(got.Matches, all.Matches[:limit]) {
+				t.Fatalf("MaxResults %d: truncated %v, %d matches, first %+v; want the first %d in order, truncated",
+					limit, got.Truncated, len(got.Matches), head(got.Matches), limit)
+			}
+		}
+	}
+	got, err := Search(t.Context(), fsys, ".", m, Options{MaxResults: n})
+	if err != nil || !reflect.DeepEqual(got.Matches, all.Matches) {
+		t.Fatalf("MaxResults %d with %d matches: %d, %v; want all", n, n, len(got.Matches), err)
+	}
+}
+
+// The root may be a file; a missing root is an error that says so; a
+// file over MaxFileSize is counted and not read; SkipDir and Select leave
+// out what they name.
+func TestSearchRootsAndSelection(t *testing.T) {
+	dir := corpus(t)
+	fsys := os.DirFS(dir).(fs.ReadDirFS)
+	m, err := Compile("NewReader", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Search(t.Context(), fsys, "a/x.go", m, Options{})
+	if err != nil || len(got.Matches) != 1 || got.Matches[0].Path != "a/x.go" || got.Files != 1 {
+		t.Fatalf("a file as the root: %+v, %v", got, err)
+	}
+	if _, err := Search(t.Context(), fsys, "nothing/here", m, Options{}); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("a missing root: %v, want fs.ErrNotExist", err)
+	}
+	got, err = Search(t.Context(), fsys, ".", m, Options{
+		MaxFileSize: 40,
+		SkipDir:     func(p string, d fs.DirEntry) bool { return d.Name() == "Upper" },
+		Select:      func(p, name string) bool { return !strings.HasSuffix(name, ".b") },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var paths []string
+	for _, mt := range got.Matches {
+		paths = append(paths, mt.Path)
+	}
+	// a/x.go is 47 bytes (over 40); Upper is skipped; a.b not selected.
+	if len(paths) != 0 || got.Files != 8 {
+		t.Fatalf("with a size limit, a skipped folder and a filter: matches in %q, %d files; want none, 8 files", paths, got.Files)
+	}
+}
+
+// A search whose context ends returns the context's error promptly, even
+// inside one long expensive file.
+func TestSearchStopsWhenCancelled(t *testing.T) {
+	dir := t.TempDir()
+	line := strings.Repeat("abcdefghijklmnopqrstuvwxy", 40) + "\n"
+	if err := os.WriteFile(filepath.Join(dir, "big.txt"), []byte(strings.Repeat(line, (4<<20)/len(line))), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m, err := Compile(`[a-y]{200}[^a-y]`, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err = Search(ctx, os.DirFS(dir).(fs.ReadDirFS), ".", m, Options{})
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Skipf("the search finished before its deadline (%v): nothing to cancel", err)
+	}
+	// Generous: the budget is milliseconds; a search that does not stop
+	// inside the file takes seconds (minutes under -race).
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("a search cancelled after 50 ms returned after %v", d)
+	}
+}
+
+// BenchmarkSearchGoSrc is the engine over the Go source tree (os.DirFS,
+// no sandbox) against ripgrep with the same pattern, alternating, in the
+// same run; it reports both medians and the ratio:
+//
+//	go test -run '^$' -bench SearchGoSrc -count 5 ./internal/grep
+func BenchmarkSearchGoSrc(b *testing.B) {
+	const root = "/usr/local/go/src"
+	if _, err := os.Stat(root); err != nil {
+		b.Skip("no Go source tree at", root)
+	}
+	rg, _ := exec.LookPath("rg")
+	fsys := os.DirFS(root).(fs.ReadDirFS)
+	for _, c := range []struct {
+		name, pattern string
+		fold          bool
+	}{
+		{"literal-prefix", `func New[A-Z]\w*Reader`, false},
+		{"inner-literal", `\w+Reader\(`, false},
+		{"ignore-case", `newreader`, true},
+		{"alternation", `TODO|FIXME`, false},
+		{"no-literal", `[A-Z]{4}[0-9]+\b`, false},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			m, err := Compile(c.pattern, c.fold)
+			if err != nil {
+				b.Fatal(err)
+			}
+			var ours, theirs []time.Duration
+			for b.Loop() {
+				t0 := time.Now()
+				res, err := Search(context.Background(), fsys, ".", m, Options{MaxFileSize: 32 << 20, MaxLineBytes: 500})
+				if err != nil || len(res.Matches) == 0 {
+					b.Fatalf("%d matches, %v", len(res.Matches), err)
+				}
+				ours = append(ours, time.Since(t0))
+				if rg != "" {
+					args := []string{"-n", c.pattern, root}
+					if c.fold {
+						args = append([]string{"-i"}, args...)
+					}
+					t0 = time.Now()
+					out, err := exec.Command(rg, args...).Output()
+					if err != nil || !bytes.Contains(out, []byte(":")) {
+						b.Fatalf("rg: %v", err)
+					}
+					theirs = append(theirs, time.Since(t0))
+				}
+			}
+			med := func(d []time.Duration) float64 { s := slices.Clone(d); slices.Sort(s); return float64(s[len(s)/2]) }
+			b.ReportMetric(med(ours)/1e6, "grep-ms")
+			if len(theirs) > 0 {
+				b.ReportMetric(med(theirs)/1e6, "rg-ms")
+				b.ReportMetric(med(ours)/med(theirs), "x-rg")
+			}
+		})
+	}
+}

@@ -5,123 +5,13 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"reflect"
-	"regexp"
 	"strconv"
-	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/sandboxkit/sandboxkit/sandbox/agent/wire"
 )
-
-// TestLineMatcherAgreesWithPerLineRegexp checks LineMatcher against the
-// plain definition of its semantics: a line is reported exactly when the
-// pattern matches that line alone. Each pattern also runs with tiny chunks,
-// so that the chunked, literal and long-line (rune reader) paths all meet
-// lines that straddle their boundaries.
-func TestLineMatcherAgreesWithPerLineRegexp(t *testing.T) {
-	texts := []string{
-		"func NewReader() {}\nfunc NewBufferedReader(x int)\nfunc newReader()\n",
-		"aaaa\naaab\nab ab abab\n",
-		"TODO(x): one\n// TODO: two TODO(y)\n",
-		"foo;\nbar\nfoo bar foo\n\nfoobar",
-		"",
-		"\n\n\n",
-		"no match here",
-		"caf\xc3\xa9 \xff\xfe bad utf8\r\nfoo\r\n",
-		strings.Repeat("a", 100) + "b\n" + strings.Repeat("ab", 50) + "\naaa",
-	}
-	patterns := []string{
-		`func New[A-Z]\w*Reader`, `func New`, `aa`, `a+b`, `ab|ac`, `TODO\(\w+\)`, `foo[^;]*bar`,
-		`foo$`, `foo\b`, `^foo`, `\bbar`, `(ab)+`, `x*`, `a.*`, `a+$`, `(a+)+$`, `\Aaa`, `b\z`,
-		`(?s)a.b`, `[^x]b`, `\s`, `^$`, `(?i)FOO`, `é`, `\x{FFFD}`, `foo\r$`, `(?:a\n|b)b`, `a(?:\nb)?`,
-	}
-	for _, p := range patterns {
-		per := regexp.MustCompile("(?m)" + p)
-		for _, fold := range []bool{false, true} {
-			m, werr := NewLineMatcher(p, fold)
-			if werr != nil {
-				t.Fatalf("NewLineMatcher(%q): %v", p, werr)
-			}
-			ref := per
-			if fold {
-				ref = regexp.MustCompile("(?mi)" + p)
-			}
-			for _, chunk := range []int{m.chunk, 7, 1} {
-				m.chunk = chunk
-				for _, s := range texts {
-					var want []string
-					// A text's lines: none in an empty text, and no line
-					// after a final newline.
-					if s != "" {
-						for _, line := range strings.Split(strings.TrimSuffix(s, "\n"), "\n") {
-							if ref.MatchString(line) {
-								want = append(want, line)
-							}
-						}
-					}
-					var got []string
-					err := m.EachLine(t.Context(), []byte(s), func(start, end int) bool {
-						got = append(got, s[start:end])
-						return true
-					})
-					if err != nil {
-						t.Fatal(err)
-					}
-					if !reflect.DeepEqual(got, want) {
-						t.Errorf("pattern %q (fold %v, chunk %d) on %q: found lines %q, want %q", p, fold, chunk, s, got, want)
-					}
-				}
-			}
-		}
-	}
-}
-
-// A pattern that cannot match without a newline is refused, with a
-// message that says how to match at the end of a line instead.
-func TestLineMatcherRefusesNewlines(t *testing.T) {
-	for _, p := range []string{`foo\nbar`, `\n`, `[\n]`, `a(\n)+`, `x\n{2}|\ny`} {
-		if _, werr := NewLineMatcher(p, false); werr == nil || werr.Code != wire.CodeInvalidArgument || !strings.Contains(werr.Message, "$") {
-			t.Errorf("NewLineMatcher(%q) = %v, want INVALID_ARGUMENT naming $", p, werr)
-		}
-	}
-}
-
-// A line far over the work budget is read through a reader that gives up
-// when the context ends: a cancelled search stops inside one line.
-func TestLineMatcherStopsInsideALine(t *testing.T) {
-	m, werr := NewLineMatcher(`(a+)+$`, false)
-	if werr != nil {
-		t.Fatal(werr)
-	}
-	line := []byte(strings.Repeat("a", 4*m.chunk) + "!")
-	ctx, cancel := context.WithCancel(t.Context())
-	cancel()
-	err := m.EachLine(ctx, line, func(int, int) bool { t.Error("a cancelled search reported a match"); return true })
-	if !errors.Is(err, context.Canceled) {
-		t.Fatalf("EachLine with a cancelled context: %v", err)
-	}
-	// The reader path itself, entered with a live context that ends
-	// while it reads.
-	ctx, cancel = context.WithCancel(t.Context())
-	r := &ctxRunes{ctx: ctx, data: line}
-	for range 10 {
-		r.ReadRune()
-	}
-	cancel()
-	n := 0
-	for {
-		if _, _, err := r.ReadRune(); err != nil {
-			break
-		}
-		n++
-	}
-	if n > 1<<16 || r.err == nil {
-		t.Fatalf("the rune reader read %d more runes after cancellation (err %v)", n, r.err)
-	}
-}
 
 // TestSearchDoesNotFollowSymlinks checks that the one-call open used by
 // search refuses a symbolic link that leads out of the workspace, so a
@@ -227,47 +117,6 @@ func TestSearchStoppedAtMaxResultsIsTruncated(t *testing.T) {
 			t.Fatalf("MaxResults 1 over 2 matching files: %+v, want a.txt's match and Truncated", rep)
 		}
 	}
-}
-
-// FuzzLineMatcher checks the pattern rewrite (newlines taken out of
-// classes, \A and \z as line anchors, the tree printed and compiled again)
-// against the definition: a line is reported exactly when the pattern
-// matches that line alone. Patterns that regexp refuses, or that need a
-// newline, are skipped.
-func FuzzLineMatcher(f *testing.F) {
-	for _, p := range []string{`a+$`, `(a+)+$`, `http.*\.png$`, `[^x]b`, `(?s).`, `\Aab\z`, `(?i)Straße`, `\bx\B`, `[\s\S]{2}`, `a|\n|b`, `(?U)a+?`, `\pL+\d`} {
-		f.Add(p, "ab\naab\nxb\nStrasse STRASSE\n\nhttp://x.png\n1a2\n", uint8(0))
-	}
-	f.Fuzz(func(t *testing.T, pattern, text string, chunk uint8) {
-		ref, err := regexp.Compile("(?m)" + pattern)
-		if err != nil {
-			return
-		}
-		m, werr := NewLineMatcher(pattern, false)
-		if werr != nil {
-			return
-		}
-		if chunk > 0 {
-			m.chunk = int(chunk)
-		}
-		var want, got []string
-		if text != "" {
-			for _, line := range strings.Split(strings.TrimSuffix(text, "\n"), "\n") {
-				if ref.MatchString(line) {
-					want = append(want, line)
-				}
-			}
-		}
-		if err := m.EachLine(t.Context(), []byte(text), func(start, end int) bool {
-			got = append(got, text[start:end])
-			return true
-		}); err != nil {
-			t.Fatal(err)
-		}
-		if !reflect.DeepEqual(got, want) {
-			t.Fatalf("pattern %q (chunk %d) on %q: lines %q, want %q", pattern, m.chunk, text, got, want)
-		}
-	})
 }
 
 // BenchmarkWorkspaceSearchGoSrc is the agent's search alone (no sandbox,

@@ -164,15 +164,14 @@ func (f fdFile) Stat() (fs.FileInfo, error) {
 	if err := unix.Fstat(int(f), &st); err != nil {
 		return nil, err
 	}
-	return fdInfo{size: st.Size, mode: st.Mode, mtime: time.Unix(st.Mtim.Unix())}, nil
+	return fdInfo{size: st.Size, mode: uint32(st.Mode)}, nil
 }
 
-// fdInfo is a searched file's fs.FileInfo (the engine asks for its type
-// and size).
+// fdInfo is a searched file's fs.FileInfo: the engine asks for its type
+// and size only.
 type fdInfo struct {
-	size  int64
-	mode  uint32
-	mtime time.Time
+	size int64
+	mode uint32
 }
 
 func (i fdInfo) Name() string { return "" }
@@ -188,7 +187,7 @@ func (i fdInfo) Mode() fs.FileMode {
 	}
 	return m
 }
-func (i fdInfo) ModTime() time.Time { return i.mtime }
+func (i fdInfo) ModTime() time.Time { return time.Time{} }
 func (i fdInfo) IsDir() bool        { return i.mode&unix.S_IFMT == unix.S_IFDIR }
 func (i fdInfo) Sys() any           { return nil }
 

@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -61,10 +60,9 @@ func TestPoolRefusesABadPythonImport(t *testing.T) {
 	}
 }
 
-// TestPoolUnderLoad is the load test: 50 concurrent Gets on a pool
-// of 8. Nothing fails, no sandbox is handed out twice, each starts with an
-// empty workspace (nothing of an earlier caller's), its TTL runs from Get,
-// and after Close no agent process and no temporary workspace is left.
+// TestPoolUnderLoad is the load test (sandboxtest.RunPoolLoad): 50
+// concurrent Gets on a pool of 8; after Close no agent process and no
+// temporary workspace is left.
 func TestPoolUnderLoad(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts 58 sandboxes; skipped with -short")
@@ -79,84 +77,18 @@ func TestPoolUnderLoad(t *testing.T) {
 	t.Cleanup(func() { os.RemoveAll(tmp) })
 	t.Setenv("TMPDIR", tmp) // the local backend's temporary workspaces go here
 	before := len(agentProcs(t))
-
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	pool, err := sandbox.NewPool(ctx, sandbox.PoolConfig{Size: 8, MaxStarting: 2}, append(poolOptions(), sandbox.WithTTL(time.Hour))...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	const callers = 50
-	var (
-		wg   sync.WaitGroup
-		mu   sync.Mutex
-		seen = map[string]bool{}
-		errs []error
-	)
-	for i := range callers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			fail := func(err error) {
-				mu.Lock()
-				errs = append(errs, fmt.Errorf("caller %d: %w", i, err))
-				mu.Unlock()
+	sandboxtest.RunPoolLoad(t, sandboxtest.PoolLoadOptions{Size: 8, Callers: 50, MaxStarting: 2, Timeout: 3 * time.Minute,
+		Leftovers: func() []string {
+			var left []string
+			if n := len(agentProcs(t)); n > before {
+				left = append(left, fmt.Sprintf("%d agent processes (had %d before)", n, before))
 			}
-			got := time.Now()
-			sb, err := pool.Get(ctx)
-			if err != nil {
-				fail(err)
-				return
+			ws, _ := filepath.Glob(filepath.Join(tmp, "sandboxkit-ws-*"))
+			for _, w := range ws {
+				left = append(left, "workspace "+w)
 			}
-			defer sb.Close()
-			mu.Lock()
-			dup := seen[sb.ID()]
-			seen[sb.ID()] = true
-			mu.Unlock()
-			if dup {
-				fail(fmt.Errorf("sandbox %s handed out twice", sb.ID()))
-				return
-			}
-			if exp := sb.Info().Expires; exp.Before(got.Add(time.Hour - time.Second)) {
-				fail(fmt.Errorf("TTL runs from creation, not from Get: expires %s, Get at %s", exp, got))
-			}
-			// A previous caller's file must never be here: every caller
-			// writes one and lists the workspace first.
-			res, err := sb.Commands.Run(ctx, sandbox.Command{Shell: fmt.Sprintf("ls -A; echo caller-%d > mine.txt", i)})
-			if err != nil {
-				fail(err)
-				return
-			}
-			if res.ExitCode != 0 || strings.TrimSpace(res.Stdout) != "" {
-				fail(fmt.Errorf("a fresh pooled sandbox's workspace is not empty: exit %d, ls: %q %q", res.ExitCode, res.Stdout, res.Stderr))
-			}
-		}()
-	}
-	wg.Wait()
-	for _, err := range errs {
-		t.Error(err)
-	}
-	if len(seen) != callers {
-		t.Errorf("%d distinct sandboxes for %d Gets", len(seen), callers)
-	}
-	if err := pool.Close(); err != nil {
-		t.Errorf("Pool.Close: %v", err)
-	}
-	if _, err := pool.Get(ctx); sandbox.CodeOf(err) != sandbox.CodeClosed {
-		t.Errorf("Get after Close: %v; want SBX_CLOSED", err)
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		left := agentProcs(t)
-		ws, _ := filepath.Glob(filepath.Join(tmp, "sandboxkit-ws-*"))
-		if len(left) <= before && len(ws) == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after Pool.Close and every caller's Close: %d agent processes (had %d before) and workspaces %v are left", len(left), before, ws)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+			return left
+		}}, poolOptions()...)
 }
 
 // TestPoolReplacesDeadSandboxes: a pooled sandbox whose agent died while it

@@ -127,3 +127,12 @@ func dockerExecTrue(b *testing.B, cli *client.Client, id string) {
 		b.Fatalf("exec: %+v, %v", ins, err)
 	}
 }
+
+// BenchmarkPoolGetAndFirstCommand is Pool.Get plus a first command against
+// sandbox.New plus a first command (cold) and against the command in a
+// sandbox already held (warm), in the same run (sandboxtest.ComparePoolGet;
+// issue 22's target: pooled Docker <= 20 ms).
+func BenchmarkPoolGetAndFirstCommand(b *testing.B) {
+	d := testDriver(b)
+	sandboxtest.ComparePoolGet(b, sandbox.PoolConfig{Size: 4}, sandbox.WithDriver(d), sandbox.WithOwner("sandboxkit-docker-bench"))
+}

@@ -144,3 +144,11 @@ func BenchmarkCreate(b *testing.B) {
 		return func() { _ = pods.Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &grace}) }
 	}})
 }
+
+// BenchmarkPoolGetAndFirstCommand is Pool.Get plus a first command against
+// sandbox.New plus a first command (cold) and against the command in a
+// sandbox already held (warm), in the same run (sandboxtest.ComparePoolGet).
+func BenchmarkPoolGetAndFirstCommand(b *testing.B) {
+	d := testDriver(b)
+	sandboxtest.ComparePoolGet(b, sandbox.PoolConfig{Size: 4}, sandbox.WithDriver(d), sandbox.WithOwner(owner+"-bench"))
+}

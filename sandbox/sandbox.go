@@ -57,7 +57,6 @@ import (
 	"log/slog"
 	"slices"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -104,6 +103,14 @@ type Limits struct {
 	DiskBytes int64
 	// TmpBytes sizes the private /tmp where the backend has one.
 	TmpBytes int64
+	// OpenFiles limits the file descriptors each process may have open
+	// (RLIMIT_NOFILE): opening one more fails with EMFILE ("Too many open
+	// files"). 0 leaves the backend's default (1024 on the local backend,
+	// the engine's on docker and kubernetes). The in-sandbox agent runs
+	// under the same limit on every backend and needs descriptors of its
+	// own, so at least MinOpenFiles; with fewer than about 1000 it also
+	// runs fewer commands at once (more fail with SBX_BUSY).
+	OpenFiles int
 	// MaxOutputBytes caps the output kept per stream of each call, at most
 	// 8 MiB (the in-sandbox agent's own cap, which bounds its memory); the
 	// rest is cut with a marker saying how much was dropped.
@@ -122,6 +129,11 @@ var DefaultLimits = Limits{
 	FileSizeBytes:  1 << 30,
 	TmpBytes:       512 << 20,
 }
+
+// MinOpenFiles is the smallest Limits.OpenFiles New accepts: the agent,
+// which runs under the limit too, holds its stream, its pipes to the
+// commands it runs and the files it serves.
+const MinOpenFiles = 64
 
 // DefaultTTL closes a forgotten sandbox after this long (see Renew).
 const DefaultTTL = time.Hour
@@ -277,6 +289,9 @@ func New(ctx context.Context, opts ...Option) (*Sandbox, error) {
 	if c.driver == nil {
 		c.driver = local.New()
 	}
+	if err := validateLimits(c.explicit); err != nil {
+		return nil, err
+	}
 	if c.limits.MaxTimeout < c.limits.Timeout {
 		return nil, newError(CodeInvalidArgument, "New", "Limits.MaxTimeout (%s) is below Limits.Timeout (%s)", c.limits.MaxTimeout, c.limits.Timeout)
 	}
@@ -297,10 +312,12 @@ func New(ctx context.Context, opts ...Option) (*Sandbox, error) {
 		Limits: driver.Limits{
 			CPUSeconds: c.limits.CPUSeconds, MemoryBytes: c.limits.MemoryBytes, Pids: c.limits.Pids,
 			FileSizeBytes: c.limits.FileSizeBytes, DiskBytes: c.limits.DiskBytes, TmpBytes: c.limits.TmpBytes,
+			OpenFiles: c.limits.OpenFiles,
 		},
 		Explicit: driver.Limits{
 			CPUSeconds: c.explicit.CPUSeconds, MemoryBytes: c.explicit.MemoryBytes, Pids: c.explicit.Pids,
 			FileSizeBytes: c.explicit.FileSizeBytes, DiskBytes: c.explicit.DiskBytes, TmpBytes: c.explicit.TmpBytes,
+			OpenFiles: c.explicit.OpenFiles,
 		},
 		Network:     c.network,
 		MinTier:     c.minTier,
@@ -344,12 +361,17 @@ func New(ctx context.Context, opts ...Option) (*Sandbox, error) {
 		}
 	}
 	env := baseEnv(iso.WorkspacePath, extra)
+	rlimits, err := rlimitsFor(iso, c.limits)
+	if err != nil {
+		inst.Close(context.Background())
+		return nil, err
+	}
 	hello := wire.Hello{
 		Workspace:     iso.WorkspacePath,
 		Env:           env,
 		FileSizeBytes: c.limits.FileSizeBytes,
 		DiskBytes:     c.limits.DiskBytes,
-		Rlimits:       rlimitsFor(iso, c.limits),
+		Rlimits:       rlimits,
 	}
 	if egress != nil {
 		hello.Proxy = EgressProxyAddr
@@ -399,6 +421,28 @@ func addControl(cs []Control, c Control) []Control {
 	return append(slices.Clone(cs), c)
 }
 
+// validateLimits refuses limits that cannot mean anything, rather than
+// dropping them as zero would be ("no limit set").
+func validateLimits(l Limits) error {
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{
+		{"Timeout", int64(l.Timeout)}, {"MaxTimeout", int64(l.MaxTimeout)}, {"CPUSeconds", int64(l.CPUSeconds)},
+		{"MemoryBytes", l.MemoryBytes}, {"Pids", int64(l.Pids)}, {"FileSizeBytes", l.FileSizeBytes},
+		{"DiskBytes", l.DiskBytes}, {"TmpBytes", l.TmpBytes}, {"OpenFiles", int64(l.OpenFiles)},
+		{"MaxOutputBytes", int64(l.MaxOutputBytes)},
+	} {
+		if f.v < 0 {
+			return newError(CodeInvalidArgument, "New", "Limits.%s is negative (%d): use 0 for the default, or a positive limit", f.name, f.v)
+		}
+	}
+	if l.OpenFiles > 0 && l.OpenFiles < MinOpenFiles {
+		return newError(CodeInvalidArgument, "New", "Limits.OpenFiles %d is below MinOpenFiles (%d): the sandbox's agent runs under the same limit and needs descriptors of its own; use at least %d", l.OpenFiles, MinOpenFiles, MinOpenFiles)
+	}
+	return nil
+}
+
 func mergeLimits(def, set Limits) Limits {
 	l := def
 	if set.Timeout > 0 {
@@ -424,6 +468,9 @@ func mergeLimits(def, set Limits) Limits {
 	}
 	if set.TmpBytes > 0 {
 		l.TmpBytes = set.TmpBytes
+	}
+	if set.OpenFiles > 0 {
+		l.OpenFiles = set.OpenFiles
 	}
 	if set.MaxOutputBytes > 0 {
 		l.MaxOutputBytes = set.MaxOutputBytes
@@ -462,6 +509,7 @@ func checkExplicit(c config, iso driver.Isolation) error {
 		need(l.Pids > 0, "pids", "pids"),
 		need(l.FileSizeBytes > 0, "file_size", "file size"),
 		need(l.DiskBytes > 0, "disk", "disk quota"),
+		need(l.OpenFiles > 0, "open_files", "open files"),
 		need(!c.network && !netOK, "network", "no-network"),
 	} {
 		if e != nil {
@@ -471,30 +519,49 @@ func checkExplicit(c config, iso driver.Isolation) error {
 	return nil
 }
 
-// rlimitsFor asks the agent to apply per-process rlimits for the limits the
-// backend enforces that way (it says so in its controls).
-func rlimitsFor(iso driver.Isolation, l Limits) []wire.Rlimit {
+// rlimitResources are the Linux numbers of the rlimits the agent can set
+// on its children (the same on amd64 and arm64), and the limit each takes
+// its value from.
+var rlimitResources = map[driver.Rlimit]struct {
+	resource int
+	value    func(Limits) int64
+}{
+	driver.RlimitCPU:    {0, func(l Limits) int64 { return int64(l.CPUSeconds) }},
+	driver.RlimitFSIZE:  {1, func(l Limits) int64 { return l.FileSizeBytes }},
+	driver.RlimitNPROC:  {6, func(l Limits) int64 { return int64(l.Pids) }},
+	driver.RlimitNOFILE: {7, func(l Limits) int64 { return int64(l.OpenFiles) }},
+	driver.RlimitAS:     {9, func(l Limits) int64 { return l.MemoryBytes }},
+}
+
+// rlimitsFor asks the agent to set, on every process it starts, the
+// rlimits of the controls the backend leaves to it (Control.SetByAgent):
+// the control's Rlimit field decides, never its Mechanism words, which
+// are for people and change with them. A control the backend reports as
+// enforced by an rlimit this layer cannot set is an error: it would be
+// reported but not in force.
+func rlimitsFor(iso driver.Isolation, l Limits) ([]wire.Rlimit, error) {
 	var out []wire.Rlimit
 	for _, ctl := range iso.Controls {
-		if !ctl.Enforced || !strings.Contains(ctl.Mechanism, "RLIMIT_") {
+		if !ctl.Enforced || !ctl.SetByAgent {
 			continue
 		}
-		switch ctl.Name {
-		case "cpu":
-			if l.CPUSeconds > 0 {
-				out = append(out, wire.Rlimit{Resource: 0, Name: "RLIMIT_CPU", Soft: uint64(l.CPUSeconds), Hard: uint64(l.CPUSeconds) + 1})
-			}
-		case "memory":
-			if l.MemoryBytes > 0 && strings.Contains(ctl.Mechanism, "RLIMIT_AS") {
-				out = append(out, wire.Rlimit{Resource: 9, Name: "RLIMIT_AS", Soft: uint64(l.MemoryBytes), Hard: uint64(l.MemoryBytes)})
-			}
-		case "file_size":
-			if l.FileSizeBytes > 0 && strings.Contains(ctl.Mechanism, "RLIMIT_FSIZE") {
-				out = append(out, wire.Rlimit{Resource: 1, Name: "RLIMIT_FSIZE", Soft: uint64(l.FileSizeBytes), Hard: uint64(l.FileSizeBytes)})
-			}
+		r, ok := rlimitResources[ctl.Rlimit]
+		if !ok {
+			return nil, newError(CodeInternal, "New", "the backend reports the %s control as enforced by the agent setting %q, which is not a resource limit the agent sets (a bug in the backend)", ctl.Name, ctl.Rlimit)
 		}
+		v := r.value(l)
+		if v <= 0 {
+			continue
+		}
+		hard := uint64(v)
+		if ctl.Rlimit == driver.RlimitCPU {
+			// SIGXCPU at the soft limit, SIGKILL a second later for
+			// a process that catches it.
+			hard++
+		}
+		out = append(out, wire.Rlimit{Resource: r.resource, Name: string(ctl.Rlimit), Soft: uint64(v), Hard: hard})
 	}
-	return out
+	return out, nil
 }
 
 // baseEnv is the whole environment of the sandbox's processes: a minimal

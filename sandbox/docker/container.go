@@ -352,6 +352,15 @@ func (d *Driver) isolation(p *plan, f *engineFacts, id, imageID string, ag *agen
 	ctl := func(name string, on bool, how string) driver.Control {
 		return driver.Control{Name: name, Enforced: on, Mechanism: how}
 	}
+	// ctlR is a control enforced by an rlimit, set by the agent on each
+	// process it starts (byAgent) or by this backend before the agent.
+	ctlR := func(name string, on bool, how string, r driver.Rlimit, byAgent bool) driver.Control {
+		c := ctl(name, on, how)
+		if on {
+			c.Rlimit, c.SetByAgent = r, byAgent
+		}
+		return c
+	}
 	network, fs, syscalls := "network mode none (only lo)", "read-only root file system; writable tmpfs /tmp and ", "engine default seccomp profile"
 	if p.seccomp != "" {
 		syscalls = seccompMechanism()
@@ -383,9 +392,9 @@ func (d *Driver) isolation(p *plan, f *engineFacts, id, imageID string, ag *agen
 		ctl("lifetime", true, "container removed on Close (pid namespace killed); agent exits when its stream closes; auto-remove"),
 		ctl("memory", lim.MemoryBytes > 0, "cgroup memory limit without swap (docker --memory)"),
 		ctl("pids", lim.Pids > 0, fmt.Sprintf("cgroup pids limit (docker --pids-limit %d: Limits.Pids plus %d tasks reserved for the agent's threads)", int64(lim.Pids)+agentTaskReserve, agentTaskReserve)),
-		ctl("cpu", lim.CPUSeconds > 0, "RLIMIT_CPU per process, set by the agent on each child"),
-		ctl("file_size", lim.FileSizeBytes > 0, "RLIMIT_FSIZE per process, set by the agent on each child"),
-		ctl("open_files", lim.OpenFiles > 0, "RLIMIT_NOFILE (docker ulimit nofile)"),
+		ctlR("cpu", lim.CPUSeconds > 0, "RLIMIT_CPU per process, set by the agent on each child", driver.RlimitCPU, true),
+		ctlR("file_size", lim.FileSizeBytes > 0, "RLIMIT_FSIZE per process, set by the agent on each child", driver.RlimitFSIZE, true),
+		ctlR("open_files", lim.OpenFiles > 0, "RLIMIT_NOFILE (docker ulimit nofile)", driver.RlimitNOFILE, false),
 		ctl("tmp", true, fmt.Sprintf("tmpfs /tmp size=%d", tmpSize(lim))),
 	}
 	if p.cfg.Workspace == "" {

@@ -67,9 +67,9 @@
 // cgroup memory (without swap) and pids limits, and a private pid
 // namespace in which the agent is PID 1 and reaps orphans. CPU-time and
 // file-size limits are per-process rlimits that the agent sets on each
-// child (reported with an RLIMIT_ mechanism, which tells package sandbox
-// to ask the agent for them): an engine ulimit would bind the agent
-// itself, and PID 1 would die of its own accumulated CPU time. A runtime
+// child (the controls say so as data, Rlimit and SetByAgent, which tell
+// package sandbox to ask the agent for them): an engine ulimit would bind
+// the agent itself, and PID 1 would die of its own accumulated CPU time. A runtime
 // other than runc (gVisor's runsc) is measured at its first use with cheap
 // versions of the escape suite's probes (measure.go) and refused, naming
 // the probe, unless every control holds there.

@@ -97,8 +97,8 @@ func TestSandboxOnDocker(t *testing.T) {
 		{"a command sees the workspace as its directory", sh("pwd"), 0, "/workspace"},
 		{"the host environment does not leak in", sh("env | grep -c DOCKER_HOST || true"), 0, "0"},
 		{"python with numpy runs", []string{"python3", "-c", "import numpy; print(numpy.ones(3).sum())"}, 0, "3.0"},
-		// The agent applies these per process; the backend declared them
-		// as RLIMIT_ mechanisms. Args, not a shell, so the limited process
+		// The agent applies these per process; the backend's controls
+		// name them as rlimits the agent sets (SetByAgent). Args, not a shell, so the limited process
 		// is the one the agent started.
 		{"the CPU-time limit stops a busy loop", []string{"python3", "-c", "while True: pass"}, -1, ""},
 		{"the file-size limit stops a big write", []string{"python3", "-c", "open('big', 'wb').write(bytes(4 << 20))"}, 1, "File too large"},

@@ -11,7 +11,10 @@
 // backend.
 //
 // The contract carries facts as data: the one list of error codes (Code,
-// Codes) that backends, the agent and package sandbox share.
+// Codes) that backends, the agent and package sandbox share; for each
+// control, the per-process limit that enforces it and who sets it
+// (Control.Rlimit, Control.SetByAgent), next to the words for people
+// (Control.Mechanism).
 //
 // This package must stay below both package sandbox and every backend: it
 // imports nothing from this module.
@@ -123,10 +126,36 @@ type Control struct {
 	Name string `json:"name"`
 	// Enforced reports whether the control is in force.
 	Enforced bool `json:"enforced"`
-	// Mechanism says how, e.g. "net namespace (only lo)", "cgroup v1 pids.max",
-	// "RLIMIT_AS (fallback)", "agent path checks only".
+	// Mechanism says how, in words for people (Info, reports, `sandboxkit
+	// doctor`), e.g. "net namespace (only lo)", "cgroup v1 pids.max",
+	// "RLIMIT_AS (fallback)", "agent path checks only". No program reads
+	// it: what a program acts on is in the fields below.
 	Mechanism string `json:"mechanism"`
+	// Rlimit is the per-process resource limit that enforces the control,
+	// "" when another mechanism does (a cgroup, a namespace, the engine).
+	Rlimit Rlimit `json:"rlimit,omitempty"`
+	// SetByAgent says the backend leaves Rlimit to the in-sandbox agent:
+	// package sandbox has the agent set it on every process it starts, at
+	// the value of the matching limit (RlimitCPU: Limits.CPUSeconds,
+	// RlimitAS: MemoryBytes, RlimitFSIZE: FileSizeBytes, RlimitNOFILE:
+	// OpenFiles, RlimitNPROC: Pids), and refuses to start a sandbox whose
+	// control names an rlimit it cannot set. False with Rlimit set means
+	// the backend set the limit itself, where every process inherits it
+	// (on the agent, or on the container).
+	SetByAgent bool `json:"set_by_agent,omitempty"`
 }
+
+// Rlimit names a per-process resource limit of setrlimit(2).
+type Rlimit string
+
+// The per-process resource limits a control may be enforced by.
+const (
+	RlimitCPU    Rlimit = "RLIMIT_CPU"    // CPU seconds (SIGXCPU, then SIGKILL at the hard limit)
+	RlimitAS     Rlimit = "RLIMIT_AS"     // address space, bytes
+	RlimitFSIZE  Rlimit = "RLIMIT_FSIZE"  // largest file a process may write, bytes
+	RlimitNOFILE Rlimit = "RLIMIT_NOFILE" // open file descriptors
+	RlimitNPROC  Rlimit = "RLIMIT_NPROC"  // processes (threads) of the uid
+)
 
 // Isolation is the backend's report of what it applied to one sandbox.
 type Isolation struct {

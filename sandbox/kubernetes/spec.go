@@ -304,6 +304,15 @@ func (d *Driver) isolation(p *plan, pod *corev1.Pod, ag *agentBin, b bootReport)
 	ctl := func(name string, on bool, how string) driver.Control {
 		return driver.Control{Name: name, Enforced: on, Mechanism: how}
 	}
+	// ctlR is a control enforced by an rlimit, set by the agent on each
+	// process it starts (byAgent) or by this backend before the agent.
+	ctlR := func(name string, on bool, how string, r driver.Rlimit, byAgent bool) driver.Control {
+		c := ctl(name, on, how)
+		if on {
+			c.Rlimit, c.SetByAgent = r, byAgent
+		}
+		return c
+	}
 	mech := "runc container (the cluster's default runtime)"
 	switch p.tier {
 	case driver.TierGVisor:
@@ -323,7 +332,7 @@ func (d *Driver) isolation(p *plan, pod *corev1.Pod, ag *agentBin, b bootReport)
 		network = "deny-all NetworkPolicy NOT enforced by this cluster (accepted by name): " + nv.detail
 	}
 	var gaps []string
-	pids := ctl("pids", nprocSet > 0, fmt.Sprintf("RLIMIT_NPROC %d for uid %d, which is this sandbox's alone (counts the agent's threads)", nprocSet, p.uid))
+	pids := ctlR("pids", nprocSet > 0, fmt.Sprintf("RLIMIT_NPROC %d for uid %d, which is this sandbox's alone (counts the agent's threads)", nprocSet, p.uid), driver.RlimitNPROC, false)
 	if nprocSet == 0 {
 		why := "no per-sandbox pids limit: the pod's limit is the node's podPidsLimit"
 		if !p.ownUID {
@@ -346,9 +355,9 @@ func (d *Driver) isolation(p *plan, pod *corev1.Pod, ag *agentBin, b bootReport)
 		ctl("lifetime", true, fmt.Sprintf("pod deleted on Close; agent exits when its attach stream closes (stdinOnce, restartPolicy Never); activeDeadlineSeconds %d as the hard cap", int64(p.deadline/time.Second))),
 		ctl("memory", lim.MemoryBytes > 0, "container memory limit (cgroup), emptyDir files included"),
 		pids,
-		ctl("cpu", lim.CPUSeconds > 0, "RLIMIT_CPU per process, set by the agent on each child"),
-		ctl("file_size", lim.FileSizeBytes > 0, "RLIMIT_FSIZE per process, set by the agent on each child"),
-		ctl("open_files", lim.OpenFiles > 0 && nprocSet >= 0, "RLIMIT_NOFILE set before the agent starts"),
+		ctlR("cpu", lim.CPUSeconds > 0, "RLIMIT_CPU per process, set by the agent on each child", driver.RlimitCPU, true),
+		ctlR("file_size", lim.FileSizeBytes > 0, "RLIMIT_FSIZE per process, set by the agent on each child", driver.RlimitFSIZE, true),
+		ctlR("open_files", lim.OpenFiles > 0 && nprocSet >= 0, "RLIMIT_NOFILE set before the agent starts", driver.RlimitNOFILE, false),
 		ctl("tmp", true, fmt.Sprintf("memory-backed emptyDir /tmp sizeLimit %d", tmpSize(lim))),
 		ctl("disk", true, fmt.Sprintf("memory-backed emptyDir %s sizeLimit %d (tmpfs: hard quota)", workspacePath, wsSize(lim))),
 	}

@@ -267,17 +267,23 @@ func processIsolation(cfg driver.Config, ws string) driver.Isolation {
 	ctl := func(name string, on bool, how string) driver.Control {
 		return driver.Control{Name: name, Enforced: on, Mechanism: how}
 	}
+	// The process tier sets no rlimit itself: the agent sets each on
+	// every command it starts (package sandbox asks it to).
+	byAgent := func(name string, on bool, how string, r driver.Rlimit) driver.Control {
+		return driver.Control{Name: name, Enforced: on, Mechanism: rlimitHow(on, how), Rlimit: r, SetByAgent: on}
+	}
 	controls := []driver.Control{
 		ctl("network", false, "not enforced: the process tier shares the host's network"),
 		ctl("filesystem", false, "file API confined to the workspace by os.Root in the agent; commands are NOT confined and can read and write anything the host user can"),
 		ctl("environment", true, "minimal environment; the host's variables are not passed"),
 		ctl("processes_visible", false, "host processes are visible and signalable"),
-		ctl("cpu", lim.CPUSeconds > 0, rlimitHow(lim.CPUSeconds > 0, "RLIMIT_CPU per process")),
+		byAgent("cpu", lim.CPUSeconds > 0, "RLIMIT_CPU per process", driver.RlimitCPU),
 		// RLIMIT_AS breaks runtimes that reserve address space (Go, JVM,
 		// V8), so it is the fallback only for a memory limit set by name.
-		ctl("memory", cfg.Explicit.MemoryBytes > 0, rlimitHow(cfg.Explicit.MemoryBytes > 0, "RLIMIT_AS per process (fallback: breaks runtimes that reserve address space)")),
+		byAgent("memory", cfg.Explicit.MemoryBytes > 0, "RLIMIT_AS per process (fallback: breaks runtimes that reserve address space)", driver.RlimitAS),
 		ctl("pids", false, "not enforced in the process tier"),
-		ctl("file_size", lim.FileSizeBytes > 0, rlimitHow(lim.FileSizeBytes > 0, "RLIMIT_FSIZE per process and the agent's file API")),
+		byAgent("file_size", lim.FileSizeBytes > 0, "RLIMIT_FSIZE per process and the agent's file API", driver.RlimitFSIZE),
+		byAgent("open_files", lim.OpenFiles > 0, "RLIMIT_NOFILE per process, set by the agent on each command", driver.RlimitNOFILE),
 		ctl("disk", lim.DiskBytes > 0, rlimitHow(lim.DiskBytes > 0, "agent file API only; commands are not limited")),
 		ctl("timeout", true, "agent kills the process tree at the deadline"),
 	}

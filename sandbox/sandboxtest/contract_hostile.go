@@ -3,6 +3,7 @@ package sandboxtest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -17,6 +18,52 @@ import (
 var limitTests = []contractTest{
 	{name: "FileSizeLimitIsAQuotaError", run: testFileSizeQuota},
 	{name: "DiskQuotaIsAQuotaError", run: testDiskQuota},
+	{name: "OpenFilesLimitStopsTheNextOpen", run: testOpenFiles},
+}
+
+// testOpenFiles sets Limits.OpenFiles: a command sees it as its
+// RLIMIT_NOFILE, a program opening file after file gets EMFILE ("Too many
+// open files") before it holds that many, Info reports the control with
+// the rlimit as data, and the sandbox stays usable.
+func testOpenFiles(t *testing.T, newSandbox Factory) {
+	const limit = 100
+	b := open(t, newSandbox, sandbox.WithLimits(sandbox.Limits{OpenFiles: limit}))
+	var ctl sandbox.Control
+	for _, c := range b.sb.Info().Controls {
+		if c.Name == "open_files" {
+			ctl = c
+		}
+	}
+	if !ctl.Enforced || ctl.Rlimit != "RLIMIT_NOFILE" || !strings.Contains(ctl.Mechanism, "RLIMIT_NOFILE") {
+		t.Errorf("Info reports open_files as %+v; want it enforced by RLIMIT_NOFILE, in data and in words", ctl)
+	}
+	// Args, not a shell script: the process the agent started is the one
+	// whose limit is read.
+	if got := b.run(sandbox.Command{Args: []string{"sh", "-c", "ulimit -n"}}).Stdout; strings.TrimSpace(got) != strconv.Itoa(limit) {
+		t.Errorf("ulimit -n in the sandbox = %q, want %d", got, limit)
+	}
+	if !b.sb.Info().PythonAvailable {
+		Unavailable(t, "python", "the sandbox has no python3 to open files with")
+	}
+	res, err := b.sb.Commands.Run(b.ctx(), sandbox.Command{Args: []string{"python3", "-c", `
+import os
+fds = []
+try:
+    for i in range(10 * ` + strconv.Itoa(limit) + `):
+        fds.append(os.open("/dev/null", os.O_RDONLY))
+    print("opened", len(fds))
+except OSError as e:
+    print("stopped after", len(fds), "with", e.strerror)
+`}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	var why string
+	if _, err := fmt.Sscanf(res.Stdout, "stopped after %d with %s", &n, &why); err != nil || !strings.Contains(res.Stdout, "Too many open files") || n >= limit || n < limit/2 {
+		t.Fatalf("opening files under Limits.OpenFiles=%d: %q %q; want EMFILE (Too many open files) after fewer than %d", limit, res.Stdout, res.Stderr, limit)
+	}
+	b.usable()
 }
 
 func testFileSizeQuota(t *testing.T, newSandbox Factory) {

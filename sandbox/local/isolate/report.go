@@ -21,6 +21,13 @@ func (h *Handle) Report() driver.Isolation {
 	add := func(name string, on bool, mech string) {
 		iso.Controls = append(iso.Controls, driver.Control{Name: name, Enforced: on, Mechanism: mech})
 	}
+	// addRlimit reports a control enforced by a per-process rlimit:
+	// byAgent when package sandbox must have the agent set it on each
+	// command (nothing here sets it), else Enter set it on the agent and
+	// every process inherits it.
+	addRlimit := func(name string, mech string, r driver.Rlimit, byAgent bool) {
+		iso.Controls = append(iso.Controls, driver.Control{Name: name, Enforced: true, Mechanism: mech, Rlimit: r, SetByAgent: byAgent})
+	}
 	ll := "no Landlock"
 	if p.LandlockABI > 0 {
 		ll = fmt.Sprintf("Landlock ABI %d", p.LandlockABI)
@@ -89,7 +96,7 @@ func (h *Handle) Report() driver.Isolation {
 	case p.MemoryCgroup:
 		add("memory", true, cg(h.cg.memory, "memory.limit_in_bytes", "memory.max")+"="+strconv.FormatInt(l.MemoryBytes, 10))
 	default:
-		add("memory", true, "RLIMIT_AS (fallback, per command)="+strconv.FormatInt(l.MemoryBytes, 10))
+		addRlimit("memory", "RLIMIT_AS (fallback, per command)="+strconv.FormatInt(l.MemoryBytes, 10), driver.RlimitAS, true)
 	}
 	switch {
 	case l.Pids <= 0:
@@ -101,21 +108,21 @@ func (h *Handle) Report() driver.Isolation {
 	case p.NprocShared:
 		add("pids", false, "not enforced: the sandbox runs as the host user (uid "+strconv.Itoa(p.HostUID)+"), whose own processes RLIMIT_NPROC would count as well; a pids cgroup, or starting as root (a dedicated uid), enforces it")
 	case ns:
-		add("pids", true, "RLIMIT_NPROC (fallback, counts the processes of every sandbox on this workspace)="+strconv.Itoa(l.Pids))
+		addRlimit("pids", "RLIMIT_NPROC (fallback, counts the processes of every sandbox on this workspace)="+strconv.Itoa(l.Pids), driver.RlimitNPROC, false)
 	default:
-		add("pids", true, "RLIMIT_NPROC (fallback, counts every process of "+strconv.Itoa(p.HostUID)+")="+strconv.Itoa(l.Pids))
+		addRlimit("pids", "RLIMIT_NPROC (fallback, counts every process of "+strconv.Itoa(p.HostUID)+")="+strconv.Itoa(l.Pids), driver.RlimitNPROC, false)
 	}
 	if l.CPUSeconds > 0 {
-		add("cpu", true, "RLIMIT_CPU per command="+strconv.Itoa(l.CPUSeconds)+"s (SIGKILL)")
+		addRlimit("cpu", "RLIMIT_CPU per command="+strconv.Itoa(l.CPUSeconds)+"s (SIGKILL)", driver.RlimitCPU, true)
 	} else {
 		add("cpu", false, "no limit requested")
 	}
 	if l.FileSizeBytes > 0 {
-		add("file_size", true, "RLIMIT_FSIZE="+strconv.FormatInt(l.FileSizeBytes, 10))
+		addRlimit("file_size", "RLIMIT_FSIZE="+strconv.FormatInt(l.FileSizeBytes, 10), driver.RlimitFSIZE, false)
 	} else {
 		add("file_size", false, "no limit requested")
 	}
-	add("open_files", true, "RLIMIT_NOFILE="+strconv.Itoa(s.openFiles()))
+	addRlimit("open_files", "RLIMIT_NOFILE="+strconv.Itoa(s.openFiles()), driver.RlimitNOFILE, false)
 	if l.DiskBytes > 0 {
 		add("disk", true, fmt.Sprintf("tmpfs size=%d at /workspace (a copy of the host directory; SaveWorkspace writes it back)", l.DiskBytes))
 	} else {

@@ -27,6 +27,9 @@ type launchConfig struct {
 	Tier     driver.Tier `json:"tier"`
 	Isolated bool        `json:"isolated"`
 	Iso      isoSpec     `json:"iso,omitempty"`
+	// Limits are the process tier's: its stage sets the rlimits that every
+	// command inherits on itself before it serves (processTierRlimits).
+	Limits driver.Limits `json:"limits,omitempty"`
 }
 
 // Start creates a sandbox on this machine at the best tier available that
@@ -176,6 +179,8 @@ func (d *Driver) launch(ctx context.Context, cfg driver.Config, tier driver.Tier
 	if iso != nil {
 		lc.Isolated = true
 		lc.Iso = iso.spec(ws)
+	} else {
+		lc.Limits = cfg.Limits
 	}
 	b, _ := json.Marshal(lc)
 	var proc *os.Process
@@ -267,23 +272,30 @@ func processIsolation(cfg driver.Config, ws string) driver.Isolation {
 	ctl := func(name string, on bool, how string) driver.Control {
 		return driver.Control{Name: name, Enforced: on, Mechanism: how}
 	}
-	// The process tier sets no rlimit itself: the agent sets each on
-	// every command it starts (package sandbox asks it to).
-	byAgent := func(name string, on bool, how string, r driver.Rlimit) driver.Control {
-		return driver.Control{Name: name, Enforced: on, Mechanism: rlimitHow(on, how), Rlimit: r, SetByAgent: on}
+	// The process tier's stage sets RLIMIT_FSIZE and RLIMIT_NOFILE on the
+	// agent, and every command inherits them (processTierRlimits); CPU
+	// time and RLIMIT_AS cannot bind the agent, which would use up the one
+	// and cannot run under the other, so the agent sets them on each
+	// command it starts (package sandbox asks it to).
+	rlimit := func(name string, on bool, how string, r driver.Rlimit, byAgent bool) driver.Control {
+		c := driver.Control{Name: name, Enforced: on, Mechanism: rlimitHow(on, how)}
+		if on {
+			c.Rlimit, c.SetByAgent = r, byAgent
+		}
+		return c
 	}
 	controls := []driver.Control{
 		ctl("network", false, "not enforced: the process tier shares the host's network"),
 		ctl("filesystem", false, "file API confined to the workspace by os.Root in the agent; commands are NOT confined and can read and write anything the host user can"),
 		ctl("environment", true, "minimal environment; the host's variables are not passed"),
 		ctl("processes_visible", false, "host processes are visible and signalable"),
-		byAgent("cpu", lim.CPUSeconds > 0, "RLIMIT_CPU per process", driver.RlimitCPU),
+		rlimit("cpu", lim.CPUSeconds > 0, "RLIMIT_CPU per process, set by the agent on each command", driver.RlimitCPU, true),
 		// RLIMIT_AS breaks runtimes that reserve address space (Go, JVM,
 		// V8), so it is the fallback only for a memory limit set by name.
-		byAgent("memory", cfg.Explicit.MemoryBytes > 0, "RLIMIT_AS per process (fallback: breaks runtimes that reserve address space)", driver.RlimitAS),
+		rlimit("memory", cfg.Explicit.MemoryBytes > 0, "RLIMIT_AS per process, set by the agent on each command (fallback: breaks runtimes that reserve address space)", driver.RlimitAS, true),
 		ctl("pids", false, "not enforced in the process tier"),
-		byAgent("file_size", lim.FileSizeBytes > 0, "RLIMIT_FSIZE per process and the agent's file API", driver.RlimitFSIZE),
-		byAgent("open_files", lim.OpenFiles > 0, "RLIMIT_NOFILE per process, set by the agent on each command", driver.RlimitNOFILE),
+		rlimit("file_size", lim.FileSizeBytes > 0, "RLIMIT_FSIZE on the agent, inherited by every command, and the agent's file API", driver.RlimitFSIZE, false),
+		rlimit("open_files", lim.OpenFiles > 0, "RLIMIT_NOFILE on the agent, inherited by every command", driver.RlimitNOFILE, false),
 		ctl("disk", lim.DiskBytes > 0, rlimitHow(lim.DiskBytes > 0, "agent file API only; commands are not limited")),
 		ctl("timeout", true, "agent kills the process tree at the deadline"),
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sandboxkit/sandboxkit/sandbox/agent/server"
 	"github.com/sandboxkit/sandboxkit/sandbox/agent/wire"
+	"github.com/sandboxkit/sandboxkit/sandbox/driver"
 	"github.com/sandboxkit/sandboxkit/sandbox/local/isolate"
 )
 
@@ -94,6 +95,9 @@ func runStage(stage string) int {
 			// enterIsolation execs the agent stage and does not return on success.
 			return 1
 		}
+		if err := processTierRlimits(cfg.Limits); err != nil {
+			return failStage(conn, "applying the limits", err)
+		}
 	case "agent":
 		if processesReady, spawn, err = completeIsolation(cfg, spawner); err != nil {
 			return failStage(conn, "completing isolation", err)
@@ -146,4 +150,28 @@ func failStage(conn *os.File, what string, err error) int {
 	_ = wire.WriteFrame(conn, 0, wire.FrameHelloOK, msg)
 	conn.Close()
 	return 1
+}
+
+// processTierRlimits sets, on the process tier's agent before it serves,
+// the rlimits every command inherits: RLIMIT_FSIZE and RLIMIT_NOFILE, soft
+// and hard alike so a command cannot raise them. The agent used to set
+// them on each command after it started, and a command that wrote 5000
+// bytes at once finished before its RLIMIT_FSIZE of 1000 landed (seen in
+// the contract suite). The agent's budget of descriptors is computed from
+// RLIMIT_NOFILE when it starts serving, after this.
+func processTierRlimits(l driver.Limits) error {
+	set := func(name string, res int, v int64) error {
+		if v <= 0 {
+			return nil
+		}
+		lim := unix.Rlimit{Cur: uint64(v), Max: uint64(v)}
+		if err := unix.Setrlimit(res, &lim); err != nil {
+			return fmt.Errorf("%s=%d: %w", name, v, err)
+		}
+		return nil
+	}
+	if err := set("RLIMIT_FSIZE", unix.RLIMIT_FSIZE, l.FileSizeBytes); err != nil {
+		return err
+	}
+	return set("RLIMIT_NOFILE", unix.RLIMIT_NOFILE, int64(l.OpenFiles))
 }

@@ -7,8 +7,10 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // The benchmarks compare the kernel with the floor a user would otherwise
@@ -116,107 +118,64 @@ func (j *jupyter) do(b *testing.B, cmd string) string {
 }
 
 // BenchmarkNewContext times a new context until it can run code (issue 22:
-// with numpy and pandas imported, <= 10 ms), against its floors in the same
-// run:
+// with numpy and pandas imported, <= 10 ms): a context forked from a
+// template that imported them (Options.Imports with Contexts, the template
+// started beforehand), against, in the same run (every iteration runs each
+// variant, rotating which goes first, so all see the same machine):
 //
 //   - bare: a context started afresh without imports (the interpreter's
 //     start plus the driver);
 //   - imports-afresh: a context started afresh that imports numpy and pandas
 //     before it is ready (what a context costs without a template);
-//   - forked: a context forked from a template that imported them
-//     (Options.Imports with Contexts), the template started beforehand;
 //   - floor-fork: os.fork() of an interpreter that imported them, until the
 //     child has written a byte back (a fork's own cost: copying the page
 //     tables of ~60 MB);
 //   - floor-stub: starting and reaping `sleep 0`, the process every forked
-//     context starts with (stubArgv).
+//     context stands in for (stubArgv).
+//
+// It reports the median of each (<name>-ms) and the ratios forked/<name>
+// (x-<name>). The template keeps a spare child forked ahead, so the fork is
+// not on a context's path: the floor that remains is the stub's start.
+//
+//	go test -run '^$' -bench NewContext -benchtime 20x ./sandbox/pykernel/
 func BenchmarkNewContext(b *testing.B) {
 	mods := []string{"numpy", "pandas"}
+	needModules(b, mods...)
 	ctx := context.Background()
-	b.Run("bare", func(b *testing.B) {
-		needPython(b)
-		o := testOptions(b)
-		for b.Loop() {
+	bare := testOptions(b)
+	imports := testOptions(b)
+	imports.Imports = mods
+	c := NewContexts(ExecProc, imports, 8)
+	defer c.Close()
+	if err := c.Preload(ctx); err != nil {
+		b.Fatal(err)
+	}
+	start := func(o Options) func() func() {
+		return func() func() {
 			k, err := Start(ctx, ExecProc, o)
 			if err != nil {
 				b.Fatal(err)
 			}
-			b.StopTimer()
-			_ = k.Close()
-			b.StartTimer()
+			return func() { _ = k.Close() }
 		}
-	})
-	b.Run("imports-afresh", func(b *testing.B) {
-		needModules(b, mods...)
-		o := testOptions(b)
-		o.Imports = mods
-		for b.Loop() {
-			k, err := Start(ctx, ExecProc, o)
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.StopTimer()
-			_ = k.Close()
-			b.StartTimer()
-		}
-	})
-	b.Run("forked", func(b *testing.B) {
-		needModules(b, mods...)
-		o := testOptions(b)
-		o.Imports = mods
-		c := NewContexts(ExecProc, o, 8)
-		defer c.Close()
-		if err := c.Preload(ctx); err != nil {
-			b.Fatal(err)
-		}
-		for b.Loop() {
+	}
+	fork, stop := forkFloor(b, mods)
+	defer stop()
+	alternate(b, []variant{
+		{"forked", func() func() {
 			if err := c.Create(ctx, "bench"); err != nil {
 				b.Fatal(err)
 			}
-			b.StopTimer()
-			if err := c.Remove(ctx, "bench"); err != nil {
-				b.Fatal(err)
+			return func() {
+				if err := c.Remove(ctx, "bench"); err != nil {
+					b.Fatal(err)
+				}
 			}
-			b.StartTimer()
-		}
-	})
-	b.Run("floor-fork", func(b *testing.B) {
-		needModules(b, mods...)
-		cmd := exec.Command(testPython, "-c", `import os, signal, numpy, pandas
-signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children reap themselves
-os.write(1, b"r")
-while os.read(0, 1):
-    if os.fork() == 0:
-        os.write(1, b"c")
-        os._exit(0)
-`)
-		in, err := cmd.StdinPipe()
-		if err != nil {
-			b.Fatal(err)
-		}
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			b.Fatal(err)
-		}
-		defer func() { _ = in.Close(); _ = cmd.Wait() }()
-		buf := make([]byte, 1)
-		if _, err := io.ReadFull(out, buf); err != nil {
-			b.Fatal(err)
-		}
-		for b.Loop() {
-			if _, err := in.Write([]byte{'f'}); err != nil {
-				b.Fatal(err)
-			}
-			if _, err := io.ReadFull(out, buf); err != nil || buf[0] != 'c' {
-				b.Fatalf("fork: %q %v", buf, err)
-			}
-		}
-	})
-	b.Run("floor-stub", func(b *testing.B) {
-		for b.Loop() {
+		}},
+		{"bare", start(bare)},
+		{"imports-afresh", start(imports)},
+		{"floor-fork", func() func() { fork(); return nil }},
+		{"floor-stub", func() func() {
 			p, err := ExecProc(ctx, []string{stubArgv[0], "0"}, nil, "")
 			if err != nil {
 				b.Fatal(err)
@@ -224,6 +183,95 @@ while os.read(0, 1):
 			if _, err := p.Wait(); err != nil {
 				b.Fatal(err)
 			}
-		}
+			return nil
+		}},
 	})
+}
+
+// variant is one way of doing a benchmark's work; it returns its teardown
+// (run outside the measured time) or nil.
+type variant struct {
+	name string
+	run  func() (teardown func())
+}
+
+// alternate runs every variant once per iteration, rotating which goes
+// first, and reports each one's median (<name>-ms) and the first one's
+// ratio to each of the others (x-<name>). It is what
+// sandboxtest.CompareWithFloors does, which this package's tests cannot
+// import (sandboxtest imports sandbox, which imports pykernel).
+func alternate(b *testing.B, vs []variant) {
+	times := make([][]time.Duration, len(vs))
+	i := 0
+	for b.Loop() {
+		for k := range vs {
+			v := (i + k) % len(vs)
+			t0 := time.Now()
+			teardown := vs[v].run()
+			times[v] = append(times[v], time.Since(t0))
+			if teardown != nil {
+				teardown()
+			}
+		}
+		i++
+	}
+	if len(times[0]) == 0 {
+		return
+	}
+	med := func(d []time.Duration) time.Duration {
+		s := slices.Clone(d)
+		slices.Sort(s)
+		return s[len(s)/2]
+	}
+	first := med(times[0])
+	b.ReportMetric(float64(first)/1e6, vs[0].name+"-ms")
+	for k, v := range vs[1:] {
+		m := med(times[k+1])
+		b.ReportMetric(float64(m)/1e6, v.name+"-ms")
+		if m > 0 {
+			b.ReportMetric(float64(first)/float64(m), "x-"+v.name)
+		}
+	}
+}
+
+// forkFloor starts an interpreter that imported mods and returns a
+// function that has it fork a child and waits for the child's byte.
+func forkFloor(b *testing.B, mods []string) (fork func(), stop func()) {
+	cmd := exec.Command(testPython, "-c", `import os, signal, sys
+for m in sys.argv[1:]:
+    __import__(m)
+signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children reap themselves
+os.write(1, b"r")
+while os.read(0, 1):
+    if os.fork() == 0:
+        os.write(1, b"c")
+        os._exit(0)
+`)
+	cmd.Args = append(cmd.Args, mods...)
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	buf := make([]byte, 1)
+	if _, err := io.ReadFull(out, buf); err != nil {
+		b.Fatal(err)
+	}
+	return func() {
+			if _, err := in.Write([]byte{'f'}); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := io.ReadFull(out, buf); err != nil || buf[0] != 'c' {
+				b.Fatalf("fork: %q %v", buf, err)
+			}
+		}, func() {
+			_ = in.Close()
+			_ = cmd.Wait()
+		}
 }

@@ -66,19 +66,22 @@ S = _State()
 _proto_in = _proto_out = _devnull = -1
 
 
-def _plumb():
+def _plumb(inp=None, out=None):
     """Moves the protocol (fds 0 and 1 as the process got them) to private
-    fds. A context forked from a template calls it again once fds 0 and 1
-    are its own process's pipes: the template's protocol fds are closed, so
+    fds. A context forked from a template calls it again with the pipes of
+    its own process (inp, out): the template's protocol fds are closed, so
     a context can never speak for the template."""
     global _proto_in, _proto_out, _devnull, _out_lock, DRIVER_PID
-    for fd in (_proto_in, _proto_out, _devnull):
+    for fd in (_proto_in, _proto_out):
         if fd >= 0:
             os.close(fd)
-    _proto_in = os.dup(0)  # os.dup returns a non-inheritable fd: children never see it
-    _proto_out = os.dup(1)
-    _devnull = os.open(os.devnull, os.O_RDWR)
-    os.dup2(_devnull, 0)  # no stdin: input() and child processes read EOF, never hang
+    if inp is None:
+        _proto_in = os.dup(0)  # os.dup returns a non-inheritable fd: children never see it
+        _proto_out = os.dup(1)
+        _devnull = os.open(os.devnull, os.O_RDWR)
+        os.dup2(_devnull, 0)  # no stdin: input() and child processes read EOF, never hang
+    else:
+        _proto_in, _proto_out = inp, out  # os.open's fds are non-inheritable too
     _out_lock = threading.Lock()
     DRIVER_PID = os.getpid()
 
@@ -153,8 +156,7 @@ class _Capture:
     non-blocking pipes under one lock, so no byte is sent twice or out of order.
     """
 
-    def __init__(self, watch=None):
-        self.watch = watch  # a forked context's pidfd of its agent-started process
+    def __init__(self):
         self.lock = threading.Lock()
         self.fds = {}
         self.dec = {}
@@ -279,8 +281,6 @@ class _Capture:
         poller = select.poll()
         for r in self.fds:
             poller.register(r, select.POLLIN)
-        if self.watch is not None:
-            poller.register(self.watch, select.POLLIN)
         while True:
             try:
                 events = poller.poll()
@@ -288,8 +288,6 @@ class _Capture:
                 continue
             with self.lock:
                 for fd, _ in events:
-                    if fd == self.watch:
-                        _orphaned()
                     self._read_one(fd)
 
     def _read_all(self):
@@ -1038,22 +1036,13 @@ def _ready_line():
     return ready.encode("utf-8", "replace")
 
 
-def main(preload=(), bind=(), watch=None):
-    """Serves runs. preload: modules to import before ready (a context
-    started afresh with imports); bind: modules the template imported, whose
-    top-level names the namespace gets as preload's do; watch: a forked
-    context's pidfd of its agent-started process."""
-    global CAP, json
+def _prepare(bind=()):
+    """Sets up everything a context needs before it serves runs: output
+    capture, streams, namespace (with the top-level names of the modules in
+    bind), interrupt handler. A template's spare does it ahead of time."""
+    global CAP
     _install_hooks()
-    if preload:
-        import json
-
-        err = _import_all(preload)
-        if err is not None:
-            send(err)
-            os._exit(3)
-        bind = preload
-    CAP = _Capture(watch)
+    CAP = _Capture()
     streams = list(_make_streams())
     sys.stdout, sys.stderr, sys.stdin = streams
     ns = _new_namespace()
@@ -1062,6 +1051,26 @@ def main(preload=(), bind=(), watch=None):
         if top in sys.modules:
             ns[top] = sys.modules[top]
     signal.signal(signal.SIGINT, _sigint)
+    return streams, ns
+
+
+def main(preload=()):
+    """A context started afresh; preload: modules to import before ready."""
+    global json
+    _install_hooks()
+    if preload:
+        import json
+
+        err = _import_all(preload)
+        if err is not None:
+            send(err)
+            os._exit(3)
+    _serve(*_prepare(preload))
+
+
+def _serve(streams, ns):
+    """Says ready and serves runs until Go closes the protocol."""
+    global json
     fin = os.fdopen(_proto_in, "rb")
     _write_all(_proto_out, _ready_line())
     import json  # while Go prepares the first request
@@ -1096,7 +1105,7 @@ def main(preload=(), bind=(), watch=None):
 # Started with the arguments "template MOD...", the driver imports the
 # modules once and then forks contexts on request instead of serving runs
 # (see template.go). Requests (Go -> template, one JSON object per line):
-#   {"op":"fork","n":ID,"stub":PID}   fork a context for the process PID,
+#   {"op":"fork","n":ID,"stub":PID}   hand a context to the process PID,
 #                                     which the agent started for it
 #   {"op":"signal","pid":CHILD,"sig":N}   signal a context's process group
 # Messages (template -> Go):
@@ -1105,15 +1114,23 @@ def main(preload=(), bind=(), watch=None):
 #   {"t":"forked","n":ID,"pid":CHILD} or {"t":"forked","n":ID,"msg":WHY}
 #   {"t":"exit","pid":CHILD,"code":N} a context exited (128+signal if killed)
 #
-# The template holds no threads of its own when it forks (the capture thread
-# starts in each child), runs no user code, and reaps its children itself.
+# The template keeps one child forked ahead, the spare: it has reseeded its
+# generators and set up its output capture, namespace and handlers, and
+# waits on a pipe for the PID of the process it will stand in for. A fork
+# request hands the spare over (so the fork is not on the request's path)
+# and forks the next spare after replying. The template itself holds no
+# threads when it forks (each child starts its own), runs no user code, and
+# reaps its children.
 
 MAX_CHILDREN = 64  # live contexts per template; Go's own bound is lower
 
 
-def _orphaned():
-    """The process the agent started for this context is gone (killed): the
-    context and everything in its process group go with it."""
+def _watch(pidfd):
+    """Kills this context with its process group once the process it stands
+    in for is gone (a kill of that process's command, the agent's or an
+    ExecProc's, that did not reach this one directly)."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGINT])
+    select.select([pidfd], [], [])
     try:
         os.killpg(0, signal.SIGKILL)
     finally:
@@ -1121,8 +1138,8 @@ def _orphaned():
 
 
 def _reseed():
-    # A fork copies every generator's state: reseed the ones every context
-    # shares from OS entropy, so that two contexts never draw the same
+    # A fork copies every generator's state: reseed the ones all contexts
+    # share from OS entropy, so that two contexts never draw the same
     # numbers. (random reseeds itself after fork too, via
     # os.register_at_fork; numpy's legacy global RandomState does not.)
     import random
@@ -1136,10 +1153,9 @@ def _reseed():
             pass
 
 
-def _become_context(stub, sfd, kids, mods):
-    """Runs in a freshly forked child: takes over the stdin and stdout of the
-    agent-started process stub (its pipes to Go) and serves runs."""
-    os.setpgid(0, 0)  # its own group, as a context started afresh has
+def _adopt(stub):
+    """Takes over the stdin and stdout of the agent-started process stub
+    (its pipes to Go) as this context's protocol."""
     # The agent kills a command's processes by the tag it gave the command
     # (the soft RLIMIT_RTTIME; see the agent's tags.go): take the stub's, so
     # that killing the stub's command kills this context and what it starts.
@@ -1152,19 +1168,56 @@ def _become_context(stub, sfd, kids, mods):
             resource.setrlimit(resource.RLIMIT_RTTIME, (soft, hard))
     except (OSError, ValueError, AttributeError):
         pass
-    i = os.open("/proc/%d/fd/0" % stub, os.O_RDONLY)
-    o = os.open("/proc/%d/fd/1" % stub, os.O_WRONLY)
-    os.dup2(i, 0)
-    os.dup2(o, 1)
-    os.dup2(o, 2)
-    os.close(i)
-    os.close(o)
-    for cfd, s in kids.values():  # the other contexts' pidfds
+    sfd = os.pidfd_open(stub)
+    # /proc/PID/fd reopens the stub's pipes: no unix socket is needed (the
+    # Landlock tier has none).
+    inp = os.open("/proc/%d/fd/0" % stub, os.O_RDONLY)
+    out = os.open("/proc/%d/fd/1" % stub, os.O_WRONLY)
+    _plumb(inp, out)  # closes the template's protocol fds
+    threading.Thread(target=_watch, args=(sfd,), name="sandboxkit-watch", daemon=True).start()
+
+
+def _spare(r, kids, mods):
+    """Runs in a freshly forked child: prepares a context, then waits for
+    the PID of the process it stands in for and serves runs."""
+    global _proto_in, _proto_out
+    os.setpgid(0, 0)  # its own group, as a context started afresh has
+    # The template's protocol pipes and the other contexts' pidfds: a
+    # context must never hold them (it could speak for the template).
+    for fd in (_proto_in, _proto_out):
+        os.close(fd)
+    _proto_in = _proto_out = -1
+    for cfd, sfd in kids.values():
         os.close(cfd)
-        os.close(s)
-    _plumb()  # closes the template's protocol fds
+        os.close(sfd)
     _reseed()
-    main(bind=mods, watch=sfd)
+    streams, ns = _prepare(mods)
+    line = b""
+    while not line.endswith(b"\n"):
+        chunk = os.read(r, 32)
+        if not chunk:
+            os._exit(0)  # the template is gone
+        line += chunk
+    os.close(r)
+    _adopt(int(line))
+    _serve(streams, ns)
+
+
+def _fork_spare(kids, mods):
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(w)
+            _spare(r, kids, mods)
+        finally:
+            os._exit(70)
+    os.close(r)
+    try:
+        os.setpgid(pid, pid)  # also here: a signal may come before the child runs
+    except OSError:
+        pass
+    return pid, os.pidfd_open(pid), w
 
 
 def _exit_code(status):
@@ -1172,68 +1225,118 @@ def _exit_code(status):
     return 128 - code if code < 0 else code
 
 
-def _template_request(line, kids, byfd, poller, mods):
-    try:
-        req = json.loads(line)
-        op = req["op"]
-        if op == "fork":
-            n, stub = int(req["n"]), int(req["stub"])
-        elif op == "signal":
-            pid, sig = int(req["pid"]), int(req["sig"])
-        else:
-            raise ValueError("unknown op %r" % op)
-    except Exception as e:
-        send({"t": "bad", "msg": "bad template request: %s" % e})
-        return
-    if op == "signal":
-        if pid in kids:  # only its own live (or unreaped) children
-            try:
-                os.killpg(pid, sig)
-            except OSError:
-                try:
-                    os.kill(pid, sig)
-                except OSError:
-                    pass
-        return
-    if len(kids) >= MAX_CHILDREN:
-        send({"t": "forked", "n": n, "msg": "the template has %d live contexts" % len(kids)})
-        return
-    try:
-        sfd = os.pidfd_open(stub)
-    except OSError as e:
-        send({"t": "forked", "n": n, "msg": "process %d: %s" % (stub, e.strerror or e)})
-        return
-    pid = os.fork()
-    if pid == 0:
+class _Template:
+    def __init__(self, mods):
+        self.mods = mods
+        self.kids = {}  # pid -> (its pidfd, its stub's pidfd)
+        self.byfd = {}  # pidfd -> pid, for the kids and the spare
+        self.spare = None  # (pid, pidfd, write end of its pipe)
+        self.poller = select.poll()
+
+    def new_spare(self):
+        if self.spare is None and len(self.kids) < MAX_CHILDREN:
+            self.spare = _fork_spare(self.kids, self.mods)
+            self.byfd[self.spare[1]] = self.spare[0]
+            self.poller.register(self.spare[1], select.POLLIN)
+
+    def hand_over(self, stub):
+        """Gives the spare the stub's PID; returns the spare's pid, or None
+        if it died meanwhile."""
+        pid, cfd, w = self.spare
+        self.spare = None
         try:
-            _become_context(stub, sfd, kids, mods)
+            os.write(w, b"%d\n" % stub)
+        except OSError:
+            return None  # its pidfd reports the death: reap() collects it
         finally:
-            os._exit(70)
-    try:
-        os.setpgid(pid, pid)  # also here: a signal may come before the child runs
-    except OSError:
-        pass
-    cfd = os.pidfd_open(pid)
-    kids[pid] = (cfd, sfd)
-    byfd[cfd] = pid
-    poller.register(cfd, select.POLLIN)
-    send({"t": "forked", "n": n, "pid": pid})
+            os.close(w)
+        return pid
 
+    def request(self, line):
+        try:
+            req = json.loads(line)
+            op = req["op"]
+            if op == "fork":
+                n, stub = int(req["n"]), int(req["stub"])
+            elif op == "signal":
+                pid, sig = int(req["pid"]), int(req["sig"])
+            else:
+                raise ValueError("unknown op %r" % op)
+        except Exception as e:
+            send({"t": "bad", "msg": "bad template request: %s" % e})
+            return
+        if op == "signal":
+            if pid in self.kids:  # only its own live (or unreaped) children
+                try:
+                    os.killpg(pid, sig)
+                except OSError:
+                    try:
+                        os.kill(pid, sig)
+                    except OSError:
+                        pass
+            return
+        if len(self.kids) >= MAX_CHILDREN:
+            send({"t": "forked", "n": n, "msg": "the template has %d live contexts" % len(self.kids)})
+            return
+        try:
+            sfd = os.pidfd_open(stub)
+        except OSError as e:
+            send({"t": "forked", "n": n, "msg": "process %d: %s" % (stub, e.strerror or e)})
+            return
+        pid = None
+        if self.spare is not None:
+            cfd = self.spare[1]
+            pid = self.hand_over(stub)
+        if pid is None:  # no spare, or it died: fork one for this request
+            self.new_spare()
+            cfd = self.spare[1]
+            pid = self.hand_over(stub)
+        self.kids[pid] = (cfd, sfd)
+        send({"t": "forked", "n": n, "pid": pid})
+        self.new_spare()  # off the request's path
 
-def _reap(cfd, kids, byfd, poller):
-    pid = byfd.pop(cfd)
-    poller.unregister(cfd)
-    _, status = os.waitpid(pid, 0)
-    cfd, sfd = kids.pop(pid)
-    send({"t": "exit", "pid": pid, "code": _exit_code(status)})
-    try:
-        # The agent-started process only stood for the context: it ends
-        # with it, which ends the context's streams on the Go side.
-        signal.pidfd_send_signal(sfd, signal.SIGKILL)
-    except OSError:
-        pass
-    os.close(cfd)
-    os.close(sfd)
+    def reap(self, cfd):
+        pid = self.byfd.pop(cfd)
+        self.poller.unregister(cfd)
+        _, status = os.waitpid(pid, 0)
+        os.close(cfd)
+        if pid not in self.kids:
+            if self.spare is not None and self.spare[0] == pid:
+                os.close(self.spare[2])
+                self.spare = None
+            return  # a spare: no context had it yet
+        _, sfd = self.kids.pop(pid)
+        send({"t": "exit", "pid": pid, "code": _exit_code(status)})
+        try:
+            # The agent-started process only stood for the context: it
+            # ends with it, which ends the context's streams on the Go side.
+            signal.pidfd_send_signal(sfd, signal.SIGKILL)
+        except OSError:
+            pass
+        os.close(sfd)
+
+    def serve(self):
+        self.poller.register(_proto_in, select.POLLIN)
+        self.new_spare()
+        buf = b""
+        while True:
+            try:
+                events = self.poller.poll()
+            except InterruptedError:
+                continue
+            for fd, _ in events:
+                if fd != _proto_in:
+                    self.reap(fd)
+                    continue
+                data = os.read(_proto_in, CHUNK)
+                if not data:
+                    os._exit(0)  # Go closed our stdin: the template is done
+                buf += data
+                while b"\n" in buf:
+                    line, buf = buf.split(b"\n", 1)
+                    self.request(line)
+                if len(buf) > CHUNK:
+                    buf = b""  # not a request
 
 
 def template_main(mods):
@@ -1255,28 +1358,7 @@ def template_main(mods):
         send(err)
         os._exit(3)
     _write_all(_proto_out, _ready_line())
-    poller = select.poll()
-    poller.register(_proto_in, select.POLLIN)
-    kids, byfd = {}, {}
-    buf = b""
-    while True:
-        try:
-            events = poller.poll()
-        except InterruptedError:
-            continue
-        for fd, _ in events:
-            if fd != _proto_in:
-                _reap(fd, kids, byfd, poller)
-                continue
-            data = os.read(_proto_in, CHUNK)
-            if not data:
-                os._exit(0)  # Go closed our stdin: the template is done
-            buf += data
-            while b"\n" in buf:
-                line, buf = buf.split(b"\n", 1)
-                _template_request(line, kids, byfd, poller, mods)
-            if len(buf) > CHUNK:
-                buf = b""  # not a request
+    _Template(mods).serve()
 
 
 # The arguments after `python -c BOOTSTRAP`: none (a context), "imports

@@ -21,6 +21,10 @@ import (
 // After Kill and Wait have returned, reads from Stdout must return an error
 // (io.EOF) and writes to Stdin must fail, so that no goroutine of the kernel
 // stays blocked on a dead process.
+//
+// A Proc that also has a method PID() int, returning its process id as
+// processes beside it see it, can host contexts forked from a template
+// (Options.Imports with Contexts; see the package documentation).
 type Proc interface {
 	// Stdin is the driver's stdin (protocol in).
 	Stdin() io.Writer

@@ -121,7 +121,8 @@ func TestPoolReplacesDeadSandboxes(t *testing.T) {
 }
 
 // TestPoolPreloadsPython: with PythonImports the default context already
-// has the modules when Get returns.
+// has the modules when Get returns, and contexts are forked from the
+// template.
 func TestPoolPreloadsPython(t *testing.T) {
 	sandboxtest.NewDefault(t) // skips (or fails in CI) without python3
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -136,12 +137,23 @@ func TestPoolPreloadsPython(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sb.Close()
-	ex, err := sb.Python.Run(ctx, "import sys; 'json' in sys.modules and 'xml.dom' in sys.modules", sandbox.PythonRunOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ex.Result == nil || !strings.Contains(ex.Result.Plain(), "True") {
-		t.Fatalf("the modules were not imported before Get: %+v", ex)
+	// The default context is forked from the template of
+	// WithPythonImports, and so is a new one.
+	probe := "import sys, os\n'json' in sys.modules and 'xml.dom' in sys.modules and json.__name__ == 'json' and " +
+		"b'template' in open('/proc/%d/cmdline' % os.getppid(), 'rb').read()"
+	for _, name := range []string{"", "second"} {
+		if name != "" {
+			if err := sb.Python.Create(ctx, name); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ex, err := sb.Python.Run(ctx, probe, sandbox.PythonRunOptions{Context: name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ex.Result == nil || !strings.Contains(ex.Result.Plain(), "True") {
+			t.Fatalf("context %q: the modules were not imported, or it was not forked from the template: %+v", name, ex)
+		}
 	}
 }
 

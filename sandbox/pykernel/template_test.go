@@ -123,11 +123,17 @@ func TestForkedContextHoldsNoTemplateFD(t *testing.T) {
 	}
 }
 
-// pidsOf lists the live (not zombie) processes whose command line contains
-// s.
-func pidsOf(s string) []int {
+// pidsOf lists the live (not zombie) children of this test process whose
+// command line contains s (other tests on the machine may run the same
+// programs).
+func pidsOf(s string) []int { return procsWith(s, true) }
+
+// procsWith lists the live processes whose command line contains s, only
+// this process's children if children.
+func procsWith(s string, children bool) []int {
 	var out []int
 	ents, _ := os.ReadDir("/proc")
+	self := strconv.Itoa(os.Getpid())
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
@@ -137,7 +143,12 @@ func pidsOf(s string) []int {
 		if err != nil || !strings.Contains(string(cmd), s) {
 			continue
 		}
-		if alive(pid) {
+		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		i := strings.LastIndexByte(string(stat), ')')
+		if f := strings.Fields(string(stat[i+1:])); len(f) > 1 && (f[1] == self || !children) && alive(pid) {
 			out = append(out, pid)
 		}
 	}
@@ -165,10 +176,13 @@ func eventually(t *testing.T, what string, cond func() bool) {
 }
 
 // TestForkedContextsLeaveNothingBehind: Remove ends a forked context and
-// the processes it started, Close ends the template and the rest; /proc
-// shows no survivor.
+// the processes it started, Close ends the template and the rest (its spare
+// too); /proc shows no survivor.
 func TestForkedContextsLeaveNothingBehind(t *testing.T) {
-	c := forkSet(t, "json")
+	// The template, its spare and its contexts all have the template's
+	// command line; colorsys makes it this test's own.
+	c := forkSet(t, "json", "colorsys")
+	eventually(t, "the template and its spare run", func() bool { return len(procsWith("template\x00json\x00colorsys", false)) == 2 })
 	mark := fmt.Sprintf("%d", time.Now().UnixNano()%1e9+1e9)
 	start := "import os, subprocess\np = subprocess.Popen(['sleep', '" + mark + "'])\n(os.getpid(), os.getppid(), p.pid)"
 	var pids [][3]int
@@ -193,7 +207,8 @@ func TestForkedContextsLeaveNothingBehind(t *testing.T) {
 	_ = c.Close()
 	eventually(t, "no process of the contexts is left after Close", func() bool {
 		return !alive(pids[1][0]) && !alive(pids[1][1]) && !alive(pids[1][2]) &&
-			len(pidsOf(mark)) == 0 && len(pidsOf(strings.Join(stubArgv, "\x00"))) == 0
+			len(procsWith(mark, false)) == 0 && len(pidsOf(strings.Join(stubArgv, "\x00"))) == 0 &&
+			len(procsWith("template\x00json\x00colorsys", false)) == 0
 	})
 }
 

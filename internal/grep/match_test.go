@@ -8,6 +8,7 @@ import (
 	"regexp/syntax"
 	"strings"
 	"testing"
+	"time"
 )
 
 // perLine is the definition of the matcher's semantics: the lines of text
@@ -255,4 +256,32 @@ func FuzzMatcher(f *testing.F) {
 			t.Fatalf("pattern %q (fold %v, chunk %d) on %q: lines %q, want %q", pattern, fold, m.chunk, text, got, want)
 		}
 	})
+}
+
+// The inputs of issue 17 that ran for minutes when a pattern starting
+// with a literal was retried at every occurrence of it: each completes,
+// with the right line, well inside a deadline a quadratic search cannot
+// meet (the assertion is completion; grep takes milliseconds).
+func TestMatcherIsLinearOnHostileInput(t *testing.T) {
+	jsonURLs := strings.Repeat(`{"u":"http://example.com/i.jpg"},`, (1<<20)/32)
+	for _, c := range []struct{ pattern, line1, line2 string }{
+		{`a+$`, strings.Repeat("a", 300<<10) + "b", "aaa"},
+		{`http.*\.png$`, "[" + jsonURLs + "]", `see http://example.com/logo.png`},
+		{`(a+)+$`, strings.Repeat("a", 1<<20) + "!", "a"},
+		{`(?i)a+b$`, strings.Repeat("aA", 300<<10) + "c", "aab"},
+		{strings.Repeat("a", 60) + "b", strings.Repeat("a", 1<<20), strings.Repeat("a", 60) + "b"},
+	} {
+		m, err := Compile(c.pattern, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		var got []string
+		text := c.line1 + "\n" + c.line2 + "\n"
+		err = m.EachLine(ctx, []byte(text), func(start, end int) bool { got = append(got, text[start:end]); return true })
+		cancel()
+		if err != nil || len(got) != 1 || got[0] != c.line2 {
+			t.Fatalf("%q over a line of %d bytes: %d lines, %v; want line 2 only", c.pattern, len(c.line1), len(got), err)
+		}
+	}
 }

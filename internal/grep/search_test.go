@@ -253,7 +253,8 @@ func TestSearchStopsWhenCancelled(t *testing.T) {
 
 // BenchmarkSearchGoSrc is the engine over the Go source tree (os.DirFS,
 // no sandbox) against ripgrep with the same pattern, alternating, in the
-// same run; it reports both medians and the ratio:
+// same run; it reports both medians, the ratio, and the CPU time each
+// used (on a loaded machine, the comparison of work):
 //
 //	go test -run '^$' -bench SearchGoSrc -count 5 ./internal/grep
 func BenchmarkSearchGoSrc(b *testing.B) {
@@ -278,31 +279,35 @@ func BenchmarkSearchGoSrc(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			var ours, theirs []time.Duration
+			var ours, theirs, oursCPU, theirsCPU []time.Duration
 			for b.Loop() {
-				t0 := time.Now()
+				t0, c0 := time.Now(), cpuTime()
 				res, err := Search(context.Background(), fsys, ".", m, Options{MaxFileSize: 32 << 20, MaxLineBytes: 500})
 				if err != nil || len(res.Matches) == 0 {
 					b.Fatalf("%d matches, %v", len(res.Matches), err)
 				}
-				ours = append(ours, time.Since(t0))
+				ours, oursCPU = append(ours, time.Since(t0)), append(oursCPU, cpuTime()-c0)
 				if rg != "" {
 					args := []string{"-n", c.pattern, root}
 					if c.fold {
 						args = append([]string{"-i"}, args...)
 					}
+					cmd := exec.Command(rg, args...)
 					t0 = time.Now()
-					out, err := exec.Command(rg, args...).Output()
+					out, err := cmd.Output()
 					if err != nil || !bytes.Contains(out, []byte(":")) {
 						b.Fatalf("rg: %v", err)
 					}
 					theirs = append(theirs, time.Since(t0))
+					theirsCPU = append(theirsCPU, cmd.ProcessState.UserTime()+cmd.ProcessState.SystemTime())
 				}
 			}
 			med := func(d []time.Duration) float64 { s := slices.Clone(d); slices.Sort(s); return float64(s[len(s)/2]) }
 			b.ReportMetric(med(ours)/1e6, "grep-ms")
+			b.ReportMetric(med(oursCPU)/1e6, "grep-cpu-ms")
 			if len(theirs) > 0 {
 				b.ReportMetric(med(theirs)/1e6, "rg-ms")
+				b.ReportMetric(med(theirsCPU)/1e6, "rg-cpu-ms")
 				b.ReportMetric(med(ours)/med(theirs), "x-rg")
 			}
 		})

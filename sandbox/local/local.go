@@ -149,6 +149,7 @@ type instance struct {
 	iso           *isoHost
 	proc          *os.Process
 	conn          *os.File
+	stream        io.ReadWriteCloser // conn, read and written raw (stream.go)
 	pid           int
 	workspace     string
 	tempWorkspace bool
@@ -195,7 +196,7 @@ func (d *Driver) launch(ctx context.Context, cfg driver.Config, tier driver.Tier
 		hostEnd.Close()
 		return nil, driver.Errorf(driver.CodeBackend, err, "cannot start the sandbox agent (re-exec of "+d.exe+")")
 	}
-	inst := &instance{cfg: cfg, tier: tier, iso: iso, proc: proc, conn: hostEnd, pid: proc.Pid, workspace: ws, done: make(chan struct{})}
+	inst := &instance{cfg: cfg, tier: tier, iso: iso, proc: proc, conn: hostEnd, stream: newStream(hostEnd), pid: proc.Pid, workspace: ws, done: make(chan struct{})}
 	go func() {
 		st, err := proc.Wait()
 		if err == nil && !st.Success() {
@@ -242,7 +243,7 @@ func startProcessTier(exe, id string, cfg []byte, stream *os.File) (*os.Process,
 	return proc, nil
 }
 
-func (i *instance) Conn() io.ReadWriteCloser { return i.conn }
+func (i *instance) Conn() io.ReadWriteCloser { return i.stream }
 
 func (i *instance) Done() <-chan struct{} { return i.done }
 

@@ -129,7 +129,7 @@ func runStage(stage string) int {
 	go func() {
 		// ServeProcess hardens the agent (undumpable again after the exec,
 		// no environment) before it reads a frame.
-		served <- server.ServeProcess(conn, server.ServeOptions{ProcessesReady: processesReady, Spawn: spawn, Logf: func(format string, args ...any) {
+		served <- server.ServeProcess(newStream(conn), server.ServeOptions{ProcessesReady: processesReady, Spawn: spawn, Logf: func(format string, args ...any) {
 			fmt.Fprintf(os.Stderr, "sandboxkit agent: "+format+"\n", args...)
 		}})
 	}()

@@ -151,7 +151,12 @@ func wrapErr(op string, err error) error {
 	}
 	var we *wire.WireError
 	if errors.As(err, &we) {
-		return &Error{Code: Code("SBX_" + we.Code), Op: op, Message: we.Message}
+		if !we.Code.Known() {
+			// An agent of another sandboxkit version: its code cannot
+			// be matched, so say so instead of passing it on.
+			return &Error{Code: CodeInternal, Op: op, Message: fmt.Sprintf("the sandbox's agent returned the unknown error code %q (is it the same sandboxkit version as this program?): %s", we.Code, we.Message)}
+		}
+		return &Error{Code: we.Code, Op: op, Message: we.Message}
 	}
 	var de *driver.Error
 	if errors.As(err, &de) {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sandboxkit/sandboxkit/sandbox/agent/wire"
 	"github.com/sandboxkit/sandboxkit/sandbox/driver"
 )
 
@@ -89,5 +90,14 @@ func TestBackendErrorKeepsItsCode(t *testing.T) {
 	err = wrapErr("New", &driver.Error{Code: "BACKEND", Message: "cannot reach the engine"})
 	if CodeOf(err) != CodeInternal || !strings.Contains(err.Error(), `unknown error code "BACKEND"`) || !strings.Contains(err.Error(), "cannot reach the engine") {
 		t.Errorf("unknown code became %v, want SBX_INTERNAL naming the code and keeping the message", err)
+	}
+	// The agent's codes are the driver's too.
+	err = wrapErr("Files.Read", wire.Errorf(wire.CodeNotFound, "no such file"))
+	if CodeOf(err) != CodeNotFound || !errors.Is(err, ErrNotFound) {
+		t.Errorf("agent error became %v, want SBX_NOT_FOUND", err)
+	}
+	err = wrapErr("Files.Read", &wire.WireError{Code: "FROM_THE_FUTURE", Message: "no such file"})
+	if CodeOf(err) != CodeInternal || !strings.Contains(err.Error(), `unknown error code "FROM_THE_FUTURE"`) {
+		t.Errorf("unknown agent code became %v, want SBX_INTERNAL naming it", err)
 	}
 }

@@ -83,7 +83,7 @@ func (s *server) startJob(a wire.ExecRequest, dir string) (any, *wire.WireError)
 	if !ok {
 		msg := unscripted("command", text)
 		s.fk.unscripted(msg)
-		s.fk.rec.setErr(idx, "SBX_"+wire.CodeNotFound)
+		s.fk.rec.setErr(idx, string(wire.CodeNotFound))
 		return nil, werr(wire.CodeNotFound, "%s", msg)
 	}
 	s.fk.rec.markScripted(idx)
@@ -221,7 +221,7 @@ func (s *server) jobOp(r *request, req wire.Request) (any, *wire.WireError) {
 		return j.statusLocked(), nil
 	}()
 	if e != nil {
-		c.Err = "SBX_" + e.Code
+		c.Err = string(e.Code)
 	}
 	s.fk.rec.add(c)
 	return res, e

@@ -15,6 +15,7 @@ import (
 
 	agentserver "github.com/sandboxkit/sandboxkit/sandbox/agent/server"
 	"github.com/sandboxkit/sandboxkit/sandbox/agent/wire"
+	"github.com/sandboxkit/sandboxkit/sandbox/driver"
 )
 
 // The in-memory workspace. It gives the file operations of the agent
@@ -73,7 +74,7 @@ var (
 	errInvalid  = errors.New("invalid argument")
 )
 
-func werr(code, format string, args ...any) *wire.WireError {
+func werr(code driver.Code, format string, args ...any) *wire.WireError {
 	return &wire.WireError{Code: code, Message: fmt.Sprintf(format, args...)}
 }
 

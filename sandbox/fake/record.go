@@ -115,7 +115,7 @@ func wsErr(op string, e *wire.WireError) error {
 	if e == nil {
 		return nil
 	}
-	return &sandbox.Error{Code: sandbox.Code("SBX_" + e.Code), Op: op, Message: e.Message}
+	return &sandbox.Error{Code: e.Code, Op: op, Message: e.Message}
 }
 
 // WriteFile creates or replaces a file (parents are made); mode 0 means

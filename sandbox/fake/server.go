@@ -443,7 +443,7 @@ func (s *server) fileOp(r *request, req wire.Request) (any, *wire.WireError) {
 		return nil, werr(wire.CodeInvalidArgument, "unknown operation %q", req.Op)
 	}
 	if e != nil {
-		c.Err = "SBX_" + e.Code
+		c.Err = string(e.Code)
 	}
 	s.fk.rec.add(c)
 	return res, e
@@ -512,7 +512,7 @@ func (s *server) runCommand(r *request, a wire.ExecRequest, dir string) (any, *w
 	if !ok {
 		msg := unscripted("command", text)
 		s.fk.unscripted(msg)
-		s.fk.rec.setErr(idx, "SBX_"+wire.CodeNotFound)
+		s.fk.rec.setErr(idx, string(wire.CodeNotFound))
 		return nil, werr(wire.CodeNotFound, "%s", msg)
 	}
 	s.fk.rec.markScripted(idx)

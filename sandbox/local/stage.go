@@ -144,7 +144,7 @@ func runStage(stage string) int {
 // failStage answers the host's handshake with an error it can report, so
 // that sandbox creation fails with the reason instead of a closed stream.
 func failStage(conn *os.File, what string, err error) int {
-	msg, _ := json.Marshal(wire.Reply{Error: &wire.WireError{Code: "ISOLATION_UNAVAILABLE", Message: fmt.Sprintf("sandbox %s failed: %v", what, err)}})
+	msg, _ := json.Marshal(wire.Reply{Error: &wire.WireError{Code: driver.CodeIsolationUnavailable, Message: fmt.Sprintf("sandbox %s failed: %v", what, err)}})
 	// Consume the hello frame first so the host is not blocked writing it.
 	_, _ = wire.ReadFrame(conn)
 	_ = wire.WriteFrame(conn, 0, wire.FrameHelloOK, msg)

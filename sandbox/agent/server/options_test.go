@@ -49,7 +49,7 @@ func TestObserveSeesEachRequestAndHowItEnded(t *testing.T) {
 		return func(e *wire.WireError) {
 			code := "ok"
 			if e != nil {
-				code = e.Code
+				code = string(e.Code)
 			}
 			mu.Lock()
 			seen = append(seen, op+" "+a.Path+" "+code)
@@ -64,7 +64,7 @@ func TestObserveSeesEachRequestAndHowItEnded(t *testing.T) {
 	_ = c.Do(ctx, "fs.mkdir", wire.FSPathRequest{Path: "../out"}, nil) // handler, failing
 	mu.Lock()
 	defer mu.Unlock()
-	want := []string{"fs.write f.txt ok", "fs.read f.txt ok", "fs.stat missing NOT_FOUND", "fs.mkdir ../out PATH_ESCAPE"}
+	want := []string{"fs.write f.txt ok", "fs.read f.txt ok", "fs.stat missing SBX_NOT_FOUND", "fs.mkdir ../out SBX_PATH_ESCAPE"}
 	if len(seen) != len(want) {
 		t.Fatalf("observed %q, want %q", seen, want)
 	}

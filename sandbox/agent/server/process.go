@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/sandboxkit/sandboxkit/sandbox/agent/wire"
+	"github.com/sandboxkit/sandboxkit/sandbox/driver"
 )
 
 // ServeProcess is Serve for a process whose only job is to be the agent,
@@ -57,7 +58,7 @@ func refuseHello(conn io.ReadWriteCloser, err error) {
 	if _, rerr := wire.ReadFrame(conn); rerr != nil {
 		return
 	}
-	msg, _ := json.Marshal(wire.Reply{Error: &wire.WireError{Code: "ISOLATION_UNAVAILABLE", Message: err.Error()}})
+	msg, _ := json.Marshal(wire.Reply{Error: &wire.WireError{Code: driver.CodeIsolationUnavailable, Message: err.Error()}})
 	_ = wire.WriteFrame(conn, 0, wire.FrameHelloOK, msg)
 }
 

@@ -21,6 +21,7 @@ import (
 
 	"github.com/sandboxkit/sandboxkit/sandbox/agent"
 	"github.com/sandboxkit/sandboxkit/sandbox/agent/wire"
+	"github.com/sandboxkit/sandboxkit/sandbox/driver"
 )
 
 // pair serves an agent over a socketpair for workspace dir and returns its
@@ -81,7 +82,7 @@ func servePairConn(t *testing.T, opts ServeOptions, hello wire.Hello) (*agent.Cl
 	return c, served, b
 }
 
-func wireCode(err error) string {
+func wireCode(err error) driver.Code {
 	var we *wire.WireError
 	if errors.As(err, &we) {
 		return we.Code

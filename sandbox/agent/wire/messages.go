@@ -3,6 +3,9 @@ package wire
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
+
+	"github.com/sandboxkit/sandboxkit/sandbox/driver"
 )
 
 // Hello is the client's first frame: the protocol version and the settings
@@ -63,41 +66,75 @@ type Reply struct {
 	Error  *WireError      `json:"error,omitempty"`
 }
 
-// WireError is an error as it crosses the stream: a stable code (see the
-// Code constants) and a message for people and models.
+// WireError is an error as it crosses the stream: a stable code from the
+// driver's list (driver.Codes, the one list of error codes) and a message
+// for people and models. Package sandbox passes the code on as is.
 type WireError struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
+	Code    driver.Code
+	Message string
 }
 
 // Error returns the message.
 func (e *WireError) Error() string { return e.Message }
 
-// Error codes produced by the agent. Package sandbox maps each to its own
-// error type with an "SBX_" prefix.
+// codePrefix is left out of a code on the stream: protocol version 2
+// sends "NOT_FOUND" for driver.CodeNotFound. Mapping it here, the one
+// place, keeps the bytes of the protocol (and agents already built)
+// unchanged while every Go caller speaks the driver's codes.
+const codePrefix = "SBX_"
+
+type wireErrorJSON struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// MarshalJSON writes the error as the protocol has it: the code without
+// its "SBX_" prefix.
+func (e WireError) MarshalJSON() ([]byte, error) {
+	return json.Marshal(wireErrorJSON{Code: strings.TrimPrefix(string(e.Code), codePrefix), Message: e.Message})
+}
+
+// UnmarshalJSON reads an error from the stream, restoring the code's
+// prefix. A code the driver's list lacks (an agent of another version)
+// stays as sent; package sandbox reports it as such.
+func (e *WireError) UnmarshalJSON(b []byte) error {
+	var w wireErrorJSON
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	e.Code, e.Message = driver.Code(w.Code), w.Message
+	if c := driver.Code(codePrefix + w.Code); c.Known() {
+		e.Code = c
+	}
+	return nil
+}
+
+// The driver's codes the agent produces, under the names the server's
+// code uses (wire.CodeNotFound). They are the driver's constants, not a
+// list of their own: values and meanings live in driver.Codes.
 const (
-	CodeNotFound        = "NOT_FOUND"
-	CodeExists          = "EXISTS"
-	CodePathEscape      = "PATH_ESCAPE"
-	CodeQuota           = "QUOTA"
-	CodeNoSpace         = "NO_SPACE"
-	CodeInvalidArgument = "INVALID_ARGUMENT"
-	CodeNotDir          = "NOT_DIR"
-	CodeIsDir           = "IS_DIR"
-	CodeBinary          = "BINARY"
-	CodeTooLarge        = "TOO_LARGE"
-	CodePermission      = "PERMISSION"
-	CodeNoMatch         = "NO_MATCH"
-	CodeAmbiguous       = "AMBIGUOUS"
-	CodeTimeout         = "TIMEOUT"
-	CodeCanceled        = "CANCELED"
-	CodeExec            = "EXEC"
-	CodeBusy            = "BUSY"
-	CodeInternal        = "INTERNAL"
+	CodeNotFound        = driver.CodeNotFound
+	CodeExists          = driver.CodeExists
+	CodePathEscape      = driver.CodePathEscape
+	CodeQuota           = driver.CodeQuota
+	CodeNoSpace         = driver.CodeNoSpace
+	CodeInvalidArgument = driver.CodeInvalidArgument
+	CodeNotDir          = driver.CodeNotDir
+	CodeIsDir           = driver.CodeIsDir
+	CodeBinary          = driver.CodeBinary
+	CodeTooLarge        = driver.CodeTooLarge
+	CodePermission      = driver.CodePermission
+	CodeNoMatch         = driver.CodeNoMatch
+	CodeAmbiguous       = driver.CodeAmbiguous
+	CodeTimeout         = driver.CodeTimeout
+	CodeCanceled        = driver.CodeCanceled
+	CodeExec            = driver.CodeExec
+	CodeBusy            = driver.CodeBusy
+	CodeInternal        = driver.CodeInternal
 )
 
 // Errorf returns a WireError with code and a formatted message.
-func Errorf(code, format string, args ...any) *WireError {
+func Errorf(code driver.Code, format string, args ...any) *WireError {
 	return &WireError{Code: code, Message: fmt.Sprintf(format, args...)}
 }
 

@@ -76,7 +76,7 @@ func (c *Contexts) launch(ctx context.Context) (*process, Info, error) {
 	if err != nil {
 		return nil, Info{}, err
 	}
-	p, info, err := t.fork(ctx, c.start, c.opts)
+	p, info, err := t.fork(ctx)
 	if errors.Is(err, errNoPID) {
 		c.tplSem <- struct{}{}
 		c.noFork = true

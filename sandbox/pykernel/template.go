@@ -35,9 +35,12 @@ import (
 // exits could no longer be reported) and the next start makes a new
 // template; Contexts.Run restarts a context whose process died.
 type template struct {
-	p    *process
-	info Info
-	done chan struct{} // closed when the template's process has ended
+	p     *process
+	info  Info
+	done  chan struct{} // closed when the template's process has ended
+	start Starter       // starts the stubs
+	opts  Options
+	bg    sync.WaitGroup // stub starts in the background
 
 	wmu sync.Mutex // one request line at a time on its stdin
 
@@ -47,6 +50,10 @@ type template struct {
 	kids    map[int]*forkedProc  // live contexts by pid
 	exits   map[int]int          // exit codes reported before the context was registered
 	dead    bool
+	// spareStub is a stub started ahead, so that a new context does not
+	// wait for a process start either; stubStarting: one is on its way.
+	spareStub    Proc
+	stubStarting bool
 }
 
 // templateLineCap bounds a template message (they are tiny).
@@ -65,9 +72,10 @@ func startTemplate(ctx context.Context, start Starter, opts Options) (*template,
 	if err != nil {
 		return nil, err
 	}
-	t := &template{p: p, info: info, done: make(chan struct{}),
+	t := &template{p: p, info: info, done: make(chan struct{}), start: start, opts: opts,
 		waiting: map[int]chan message{}, kids: map[int]*forkedProc{}, exits: map[int]int{}}
 	go t.dispatch()
+	t.refillStub()
 	return t, nil
 }
 
@@ -100,11 +108,75 @@ func (t *template) dispatch() {
 		delete(t.waiting, id)
 		close(ch)
 	}
+	spare := t.spareStub
+	t.spareStub = nil
 	t.mu.Unlock()
 	close(t.done)
 	for _, k := range kids {
 		_ = k.stub.Kill()
 	}
+	if spare != nil {
+		killStub(spare)
+	}
+}
+
+func killStub(p Proc) {
+	_ = p.Kill()
+	_, _ = p.Wait()
+}
+
+func (t *template) env() []string {
+	if t.opts.Env == nil {
+		return []string{} // explicitly empty: a Starter must never read nil as "inherit"
+	}
+	return t.opts.Env
+}
+
+// refillStub starts the next spare stub in the background, unless there is
+// one or one is starting.
+func (t *template) refillStub() {
+	t.mu.Lock()
+	if t.dead || t.spareStub != nil || t.stubStarting {
+		t.mu.Unlock()
+		return
+	}
+	t.stubStarting = true
+	t.bg.Add(1)
+	t.mu.Unlock()
+	go func() {
+		defer t.bg.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), t.opts.StartTimeout)
+		defer cancel()
+		stub, err := t.start(ctx, stubArgv, t.env(), t.opts.Dir)
+		t.mu.Lock()
+		t.stubStarting = false
+		if err == nil && !t.dead {
+			t.spareStub, stub = stub, nil
+		}
+		t.mu.Unlock()
+		if err == nil && stub != nil {
+			killStub(stub)
+		}
+	}()
+}
+
+// takeStub returns the spare stub (spare is then true) if useSpare and
+// there is one, or starts one (and has the next spare started).
+func (t *template) takeStub(ctx context.Context, useSpare bool) (stub Proc, spare bool, err error) {
+	if useSpare {
+		t.mu.Lock()
+		stub, t.spareStub = t.spareStub, nil
+		t.mu.Unlock()
+	}
+	defer t.refillStub()
+	if stub != nil {
+		return stub, true, nil
+	}
+	stub, err = t.start(ctx, stubArgv, t.env(), t.opts.Dir)
+	if err != nil {
+		return nil, false, fmt.Errorf("%w: starting the context's process (%s): %v", ErrStart, stubArgv[0], err)
+	}
+	return stub, false, nil
 }
 
 func (t *template) alive() bool {
@@ -117,6 +189,7 @@ func (t *template) alive() bool {
 func (t *template) close() {
 	t.p.teardown()
 	<-t.done
+	t.bg.Wait() // a stub that finished starting now sees dead and is killed
 }
 
 // send writes one request line; the returned channel yields the write's error.
@@ -141,32 +214,44 @@ var errNoPID = errors.New("the Starter's processes do not tell their PID")
 
 // fork starts a context forked from the template and waits until its driver
 // is ready.
-func (t *template) fork(ctx context.Context, start Starter, opts Options) (*process, Info, error) {
-	ctx, cancel := context.WithTimeout(ctx, opts.StartTimeout)
+func (t *template) fork(ctx context.Context) (*process, Info, error) {
+	ctx, cancel := context.WithTimeout(ctx, t.opts.StartTimeout)
 	defer cancel()
-	env := opts.Env
-	if env == nil {
-		env = []string{}
+	// The spare stub may have died meanwhile (a `pkill sleep` in a
+	// context): then the handover fails, and a fresh stub is tried.
+	for attempt := 0; ; attempt++ {
+		stub, spare, err := t.takeStub(ctx, attempt == 0)
+		if err != nil {
+			return nil, Info{}, err
+		}
+		k, err := t.handOver(ctx, stub)
+		if err == nil {
+			var p *process
+			var info Info
+			p, info, err = newProcess(k, t.opts.lineCap()).awaitReady(ctx, t.opts.Python, nil)
+			if err == nil {
+				return p, info, nil
+			}
+		}
+		if !spare || errors.Is(err, errNoPID) || ctx.Err() != nil || !t.alive() {
+			return nil, Info{}, err
+		}
 	}
-	stub, err := start(ctx, stubArgv, env, opts.Dir)
-	if err != nil {
-		return nil, Info{}, fmt.Errorf("%w: starting the context's process (%s): %v", ErrStart, stubArgv[0], err)
-	}
-	kill := func() {
-		_ = stub.Kill()
-		_, _ = stub.Wait()
-	}
+}
+
+// handOver has the template give a forked child to stub.
+func (t *template) handOver(ctx context.Context, stub Proc) (*forkedProc, error) {
 	pp, ok := stub.(interface{ PID() int })
 	if !ok || pp.PID() <= 0 {
-		kill()
-		return nil, Info{}, errNoPID
+		killStub(stub)
+		return nil, errNoPID
 	}
 	ch := make(chan message, 1)
 	t.mu.Lock()
 	if t.dead {
 		t.mu.Unlock()
-		kill()
-		return nil, Info{}, fmt.Errorf("%w: the template interpreter is gone", ErrStart)
+		killStub(stub)
+		return nil, fmt.Errorf("%w: the template interpreter is gone", ErrStart)
 	}
 	t.nextID++
 	id := t.nextID
@@ -181,25 +266,25 @@ func (t *template) fork(ctx context.Context, start Starter, opts Options) (*proc
 			if err == nil {
 				continue
 			}
-			kill()
-			return nil, Info{}, fmt.Errorf("%w: asking the template to fork: %v", ErrStart, err)
+			killStub(stub)
+			return nil, fmt.Errorf("%w: asking the template to fork: %v", ErrStart, err)
 		case m, ok := <-ch:
 			if !ok {
-				kill()
-				return nil, Info{}, fmt.Errorf("%w: the template interpreter died", ErrStart)
+				killStub(stub)
+				return nil, fmt.Errorf("%w: the template interpreter died", ErrStart)
 			}
 			reply = m
 		case <-ctx.Done():
 			t.mu.Lock()
 			delete(t.waiting, id)
 			t.mu.Unlock()
-			kill()
-			return nil, Info{}, fmt.Errorf("%w: the template did not fork: %v", ErrStart, ctx.Err())
+			killStub(stub)
+			return nil, fmt.Errorf("%w: the template did not fork: %v", ErrStart, ctx.Err())
 		}
 	}
 	if reply.pid <= 0 {
-		kill()
-		return nil, Info{}, fmt.Errorf("%w: the template could not fork: %s", ErrStart, reply.note)
+		killStub(stub)
+		return nil, fmt.Errorf("%w: the template could not fork: %s", ErrStart, reply.note)
 	}
 	k := &forkedProc{stub: stub, t: t, pid: reply.pid, exited: make(chan struct{})}
 	t.mu.Lock()
@@ -214,7 +299,7 @@ func (t *template) fork(ctx context.Context, start Starter, opts Options) (*proc
 	if dead {
 		_ = stub.Kill()
 	}
-	return newProcess(k, opts.lineCap()).awaitReady(ctx, opts.Python, nil)
+	return k, nil
 }
 
 // forkedProc is a forked context as a Proc: the stub's streams, the

@@ -309,3 +309,28 @@ func TestForkedContextUsesBLASThreads(t *testing.T) {
 		t.Fatalf("matmul in a forked context: %s", got)
 	}
 }
+
+// TestForkedContextsAfterTheirStubsWereKilled: killing the stand-in
+// processes (`pkill sleep` in a context) ends the contexts they stood for
+// (each restarts on its next run, StateLost) and the spare one; a new
+// context still starts.
+func TestForkedContextsAfterTheirStubsWereKilled(t *testing.T) {
+	c := forkSet(t, "json")
+	runIn(t, c, "", "x = 1")
+	eventually(t, "a spare stub and the default context's stub run", func() bool { return len(pidsOf(strings.Join(stubArgv, "\x00"))) == 2 })
+	for _, pid := range pidsOf(strings.Join(stubArgv, "\x00")) {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	if err := c.Create(context.Background(), "after"); err != nil {
+		t.Fatalf("Create after the stubs were killed: %v", err)
+	}
+	if got := resultOf(runIn(t, c, "after", "json.dumps(1)")); got != "'1'" {
+		t.Fatalf("the new context: %s", got)
+	}
+	if _, err := c.Run(context.Background(), "", "x", RunOptions{}); !errors.Is(err, ErrDied) {
+		t.Fatalf("the context whose stub was killed: %v", err)
+	}
+	if ex := runIn(t, c, "", "'x' in dir()"); resultOf(ex) != "False" || !ex.StateLost {
+		t.Fatalf("the context after its restart: %s", resultOf(ex))
+	}
+}

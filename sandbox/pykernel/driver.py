@@ -1123,6 +1123,7 @@ def _serve(streams, ns):
 # reaps its children.
 
 MAX_CHILDREN = 64  # live contexts per template; Go's own bound is lower
+SPARE_DELAY_MS = 20
 
 
 def _watch(pidfd):
@@ -1231,13 +1232,25 @@ class _Template:
         self.kids = {}  # pid -> (its pidfd, its stub's pidfd)
         self.byfd = {}  # pidfd -> pid, for the kids and the spare
         self.spare = None  # (pid, pidfd, write end of its pipe)
+        self.delay = SPARE_DELAY_MS  # ms of quiet before the next spare; None: none
         self.poller = select.poll()
 
     def new_spare(self):
-        if self.spare is None and len(self.kids) < MAX_CHILDREN:
+        """Forks the spare if there is none; returns why it could not."""
+        if self.spare is not None:
+            return None
+        if len(self.kids) >= MAX_CHILDREN:
+            self.delay = None  # until a context exits
+            return "the template has %d live contexts" % len(self.kids)
+        try:
             self.spare = _fork_spare(self.kids, self.mods)
-            self.byfd[self.spare[1]] = self.spare[0]
-            self.poller.register(self.spare[1], select.POLLIN)
+        except OSError as e:  # EAGAIN: the sandbox's process limit
+            self.delay = 1000  # try again later, not in a loop
+            return "fork: %s" % (e.strerror or e)
+        self.delay = SPARE_DELAY_MS
+        self.byfd[self.spare[1]] = self.spare[0]
+        self.poller.register(self.spare[1], select.POLLIN)
+        return None
 
     def hand_over(self, stub):
         """Gives the spare the stub's PID; returns the spare's pid, or None
@@ -1288,12 +1301,22 @@ class _Template:
             cfd = self.spare[1]
             pid = self.hand_over(stub)
         if pid is None:  # no spare, or it died: fork one for this request
-            self.new_spare()
+            why = self.new_spare()
+            if why is not None:
+                os.close(sfd)
+                send({"t": "forked", "n": n, "msg": why})
+                return
             cfd = self.spare[1]
             pid = self.hand_over(stub)
+            if pid is None:
+                os.close(sfd)
+                send({"t": "forked", "n": n, "msg": "the forked child died at once"})
+                return
         self.kids[pid] = (cfd, sfd)
         send({"t": "forked", "n": n, "pid": pid})
-        self.new_spare()  # off the request's path
+        # The next spare is forked once the template has been idle for a
+        # moment (serve), so that its fork does not compete for the CPU with
+        # the context that was just handed over while that one gets ready.
 
     def reap(self, cfd):
         pid = self.byfd.pop(cfd)
@@ -1306,6 +1329,8 @@ class _Template:
                 self.spare = None
             return  # a spare: no context had it yet
         _, sfd = self.kids.pop(pid)
+        if self.delay is None:
+            self.delay = SPARE_DELAY_MS  # below MAX_CHILDREN again
         send({"t": "exit", "pid": pid, "code": _exit_code(status)})
         try:
             # The agent-started process only stood for the context: it
@@ -1321,8 +1346,13 @@ class _Template:
         buf = b""
         while True:
             try:
-                events = self.poller.poll()
+                # Idle with no spare (one was handed over, or died): fork
+                # the next after SPARE_DELAY_MS of quiet.
+                events = self.poller.poll(None if self.spare is not None else self.delay)
             except InterruptedError:
+                continue
+            if not events:
+                self.new_spare()
                 continue
             for fd, _ in events:
                 if fd != _proto_in:

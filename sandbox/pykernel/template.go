@@ -161,14 +161,13 @@ func (t *template) refillStub() {
 }
 
 // takeStub returns the spare stub (spare is then true) if useSpare and
-// there is one, or starts one (and has the next spare started).
+// there is one, or starts one.
 func (t *template) takeStub(ctx context.Context, useSpare bool) (stub Proc, spare bool, err error) {
 	if useSpare {
 		t.mu.Lock()
 		stub, t.spareStub = t.spareStub, nil
 		t.mu.Unlock()
 	}
-	defer t.refillStub()
 	if stub != nil {
 		return stub, true, nil
 	}
@@ -230,6 +229,9 @@ func (t *template) fork(ctx context.Context) (*process, Info, error) {
 			var info Info
 			p, info, err = newProcess(k, t.opts.lineCap()).awaitReady(ctx, t.opts.Python, nil)
 			if err == nil {
+				// The next spare starts once this context is ready: on a
+				// busy machine it would compete with it for the CPU.
+				t.refillStub()
 				return p, info, nil
 			}
 		}

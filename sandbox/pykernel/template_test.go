@@ -318,9 +318,11 @@ func TestForkedContextsAfterTheirStubsWereKilled(t *testing.T) {
 	c := forkSet(t, "json")
 	runIn(t, c, "", "x = 1")
 	eventually(t, "a spare stub and the default context's stub run", func() bool { return len(pidsOf(strings.Join(stubArgv, "\x00"))) == 2 })
-	for _, pid := range pidsOf(strings.Join(stubArgv, "\x00")) {
+	stubs := pidsOf(strings.Join(stubArgv, "\x00"))
+	for _, pid := range stubs {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
+	eventually(t, "the stubs are dead", func() bool { return !alive(stubs[0]) && !alive(stubs[1]) })
 	if err := c.Create(context.Background(), "after"); err != nil {
 		t.Fatalf("Create after the stubs were killed: %v", err)
 	}

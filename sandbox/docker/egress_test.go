@@ -32,3 +32,14 @@ func TestEscapeEgress(t *testing.T) {
 		return newSandbox(t, append([]sandbox.Option{sandbox.WithEgress(p)}, opts...)...)
 	})
 }
+
+// BenchmarkEgressDownload: a 10 MB download with curl through the egress
+// proxy of a docker sandbox against the same download by curl on the
+// host, in the same iterations (sandboxtest.BenchEgressDownload). The
+// agent's stream is the container's attach stream here, which the tunnel
+// cannot splice: every byte is copied through the engine.
+func BenchmarkEgressDownload(b *testing.B) {
+	sandboxtest.BenchEgressDownload(b, func(b *testing.B, opts ...sandbox.Option) *sandbox.Sandbox {
+		return newSandbox(b, opts...)
+	})
+}

@@ -41,20 +41,20 @@ const (
 	// ConnData bytes, the most the receiving side buffers per
 	// connection. What the host buffers is bounded: with maxTunnelConns
 	// a hostile agent can make it hold at most 128 MiB. The agent's
-	// window (a download's) is larger: with splicing, measured on a busy
-	// 2-core machine (BenchmarkEgressDownload, plain HTTP, 10 MB), a
-	// 512 KiB window cost the agent ~5.5 ms of CPU per download and
-	// took 1.5-2.1x the direct time, a 1 MiB one ~4.5 ms and 1.46-1.54x.
-	// It is the largest pipe an unprivileged process may make
-	// (fs.pipe-max-size), which holds it (UseStream's Receive).
+	// window (a download's) is larger, and is the largest pipe an
+	// unprivileged process may make (fs.pipe-max-size), which holds it
+	// (UseStream's Receive). Measured on a busy 2-core machine with
+	// splicing (BenchmarkEgressDownload's plain HTTP 10 MB, builds
+	// alternated in one session, CPU per download): 512 KiB window and
+	// 256 KiB frames, agent ~4.2 ms and host proxy ~3.9 ms; 1 MiB and
+	// 512 KiB frames, ~3.2 and ~2.6 ms; 1 MiB frames no better.
 	windowToHost  = 512 << 10
 	windowToAgent = 1 << 20
-	// connChunk is the largest ConnData frame. Measured on a busy 2-core
-	// machine, copying, 128 KiB frames were as fast as 512 KiB ones and
-	// faster than 32 KiB ones (BenchmarkEgressDownload); splicing, the
+	// connChunk is the largest ConnData frame (see above). Splicing, the
 	// host sends what one splice from the destination's socket yields,
-	// up to this.
-	connChunk = 256 << 10
+	// up to this; copying, 128 KiB frames were as fast as 512 KiB ones
+	// and faster than 32 KiB ones.
+	connChunk = 512 << 10
 	// streamSendBuffer is the send buffer a splicing sender asks for on
 	// the stream (the host's is 208 KiB by default, which made every
 	// second frame wait): a connection's window in flight at once.
@@ -65,8 +65,52 @@ const (
 )
 
 // receivePipeSize is the size of a connection's incoming pipe: its
-// window (tests make it smaller, to fill it).
+// window (tests make it smaller, to fill it). A smaller pipe than the
+// window fills whenever the program reads slower than the host sends,
+// and the rest of each frame is copied: with 256 KiB pipes the agent
+// spent twice the CPU of 1 MiB ones per download.
 var receivePipeSize = windowToAgent
+
+// maxReceivePipes bounds the connections of one agent that have a pipe;
+// more copy their bytes. Pipe pages beyond the default are counted per
+// user against fs.pipe-user-pages-soft (16384 pages, 64 MiB, by
+// default), and past it every new pipe of the user gets two pages: 8
+// pipes of 1 MiB are an eighth of it.
+const maxReceivePipes = 8
+
+// sendPipes are the host's idle outgoing pipes: one is needed only while
+// a ConnData frame is being spliced, and is empty between frames, so
+// connections share them.
+var sendPipes struct {
+	mu   sync.Mutex
+	idle []*kpipe
+}
+
+// maxIdleSendPipes bounds the idle outgoing pipes kept.
+const maxIdleSendPipes = 8
+
+func getSendPipe() (*kpipe, error) {
+	sendPipes.mu.Lock()
+	if n := len(sendPipes.idle); n > 0 {
+		p := sendPipes.idle[n-1]
+		sendPipes.idle = sendPipes.idle[:n-1]
+		sendPipes.mu.Unlock()
+		return p, nil
+	}
+	sendPipes.mu.Unlock()
+	return newPipe(connChunk)
+}
+
+// putSendPipe keeps an empty pipe for the next frame, or closes it.
+func putSendPipe(p *kpipe, empty bool) {
+	sendPipes.mu.Lock()
+	if empty && len(sendPipes.idle) < maxIdleSendPipes {
+		sendPipes.idle = append(sendPipes.idle, p)
+		p = nil
+	}
+	sendPipes.mu.Unlock()
+	p.close()
+}
 
 // Tunnel is one side's table of tunnelled connections.
 type Tunnel struct {
@@ -83,6 +127,8 @@ type Tunnel struct {
 	// accepted queues connections the peer opened (host side only).
 	accepted chan *Conn
 	local    net.Addr
+	// receivePipes counts the connections holding a pipe.
+	receivePipes int
 
 	// stream is the agent's stream as a file descriptor (UseStream),
 	// nil when it is not one (Docker's attach stream) or splice(2) is
@@ -151,7 +197,7 @@ func (tn *Tunnel) Add(id uint32, remote net.Addr) (*Conn, error) {
 
 // add registers a connection under id that buffers at most window
 // incoming bytes and may send credit bytes before the peer's first ack.
-func (tn *Tunnel) add(id uint32, remote net.Addr, window, credit int) (*Conn, error) {
+func (tn *Tunnel) add(id uint32, remote net.Addr, window, credit int) (c *Conn, err error) {
 	tn.mu.Lock()
 	defer tn.mu.Unlock()
 	if tn.closed {
@@ -163,12 +209,16 @@ func (tn *Tunnel) add(id uint32, remote net.Addr, window, credit int) (*Conn, er
 	if len(tn.conns) >= maxTunnelConns {
 		return nil, fmt.Errorf("%w: more than %d tunnelled connections", wire.ErrProtocol, maxTunnelConns)
 	}
-	c := &Conn{id: id, tn: tn, window: window, credit: credit, local: tn.local, remote: remote}
+	c = &Conn{id: id, tn: tn, window: window, credit: credit, local: tn.local, remote: remote}
 	c.cond = sync.NewCond(&c.mu)
-	if tn.pipes {
+	if tn.pipes && tn.receivePipes < maxReceivePipes {
 		// A connection that cannot get a pipe (descriptor or
 		// pipe-user-pages limits) copies its bytes.
-		c.in0, _ = newPipe(receivePipeSize)
+		if c.in0, err = newPipe(receivePipeSize); err == nil {
+			tn.receivePipes++
+		} else {
+			c.in0 = nil
+		}
 	}
 	tn.conns[id] = c
 	return c, nil
@@ -366,8 +416,7 @@ func (tn *Tunnel) Shutdown() {
 		c.mu.Unlock()
 		// The pipes' bytes cannot be acked any more; their descriptors
 		// go now, not when the connection's user closes it.
-		c.in0.close()
-		c.out0.close()
+		c.dropPipe()
 	}
 	close(tn.accepted)
 }
@@ -404,12 +453,25 @@ type Conn struct {
 	// in0 is the connection's incoming pipe (UseStream's Receive; nil
 	// when bytes come in memory) and piped how many bytes it holds:
 	// they come before those in in. rmu serialises the readers of the
-	// pipe. out0 is the outgoing pipe (UseStream's Send), used under
-	// wmu.
-	in0   *kpipe
-	piped int
-	rmu   sync.Mutex
-	out0  *kpipe
+	// pipe; pipeOnce gives it back once.
+	in0      *kpipe
+	piped    int
+	rmu      sync.Mutex
+	pipeOnce sync.Once
+}
+
+// dropPipe closes the connection's incoming pipe (once its users are
+// done with it) and frees its place among the tunnel's pipes.
+func (c *Conn) dropPipe() {
+	if c.in0 == nil {
+		return
+	}
+	c.pipeOnce.Do(func() {
+		c.in0.close()
+		c.tn.mu.Lock()
+		c.tn.receivePipes--
+		c.tn.mu.Unlock()
+	})
 }
 
 // kpipe is a kernel pipe a connection's bytes pass through (splice_*.go).
@@ -741,22 +803,15 @@ func (c *Conn) spliceSend(src *net.TCPConn, limit int64) (total int64, handled b
 	if err != nil {
 		return 0, false, nil
 	}
-	if c.out0 == nil {
-		if c.out0, err = newPipe(connChunk); err != nil {
-			c.out0 = nil
-			return 0, false, nil
-		}
+	p, err := getSendPipe()
+	if err != nil {
+		return 0, false, nil
 	}
-	pw, ok := c.out0.w.acquire()
-	if !ok {
-		return 0, true, net.ErrClosed
-	}
-	defer c.out0.w.release()
-	pr, ok := c.out0.r.acquire()
-	if !ok {
-		return 0, true, net.ErrClosed
-	}
-	defer c.out0.r.release()
+	// The pipe is this call's alone; it goes back to the pool empty,
+	// or is closed with what a failed splice left in it.
+	empty := true
+	defer func() { putSendPipe(p, empty) }()
+	pw, pr := p.w.fd, p.r.fd
 	var hdr [wire.HeaderSize]byte
 	for limit != 0 {
 		want := connChunk
@@ -778,6 +833,7 @@ func (c *Conn) spliceSend(src *net.TCPConn, limit int64) (total int64, handled b
 		if m == 0 {
 			return total, true, nil // the socket's end
 		}
+		empty = false
 		err = c.tn.streamWrite(func(w io.Writer) error {
 			if _, err := w.Write(wire.AppendHeader(hdr[:0], c.id, wire.FrameConnData, m)); err != nil {
 				return err
@@ -797,6 +853,7 @@ func (c *Conn) spliceSend(src *net.TCPConn, limit int64) (total int64, handled b
 		if err != nil {
 			return total, true, err
 		}
+		empty = true
 		total += int64(m)
 		if limit > 0 {
 			limit -= int64(m)
@@ -886,8 +943,7 @@ func (c *Conn) Close() error {
 	c.closed = true
 	notify := !c.reset && !(c.rEOF && c.wEOF)
 	c.in, c.queued, c.piped = nil, 0, 0
-	c.in0.close()
-	c.out0.close()
+	c.dropPipe()
 	for _, d := range []*deadline{&c.rdl, &c.wdl} {
 		if d.timer != nil {
 			d.timer.Stop()

@@ -313,9 +313,16 @@ func openFDs(t *testing.T) int {
 }
 
 // waitFDs waits for the process's descriptors to be back at n (the
-// runtime closes some asynchronously), failing after a while.
+// runtime closes some asynchronously), failing after a while. The idle
+// pool of outgoing pipes is emptied first: it is meant to stay.
 func waitFDs(t *testing.T, n int) {
 	t.Helper()
+	sendPipes.mu.Lock()
+	for _, p := range sendPipes.idle {
+		p.close()
+	}
+	sendPipes.idle = nil
+	sendPipes.mu.Unlock()
 	for i := 0; ; i++ {
 		got := openFDs(t)
 		if got <= n {
@@ -325,5 +332,41 @@ func waitFDs(t *testing.T, n int) {
 			t.Fatalf("%d descriptors open, %d before: a pipe or socket leaked", got, n)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestReceivePipesBounded: an agent gives pipes to at most
+// maxReceivePipes connections at once (pipe pages count against a
+// per-user limit); the others carry their bytes in memory, and a closed
+// connection's pipe goes to the next one.
+func TestReceivePipesBounded(t *testing.T) {
+	host, agent := pair(t)
+	data := make([]byte, 2<<20)
+	rand.Read(data)
+	var ends [][2]*Conn
+	piped := 0
+	for id := uint32(1); id <= maxReceivePipes+2; id++ {
+		hc, ac := openConn(t, host, agent, id)
+		ends = append(ends, [2]*Conn{hc, ac})
+		if ac.in0 != nil {
+			piped++
+		}
+	}
+	if piped != maxReceivePipes {
+		t.Fatalf("%d connections got a pipe, want %d", piped, maxReceivePipes)
+	}
+	for _, e := range ends {
+		go func() {
+			e[0].Write(data)
+			e[0].CloseWrite()
+		}()
+		var b bytes.Buffer
+		if _, err := e[1].WriteTo(&b); err != nil || !bytes.Equal(b.Bytes(), data) {
+			t.Fatalf("connection %d (pipe %v): %d bytes, %v", e[1].id, e[1].in0 != nil, b.Len(), err)
+		}
+	}
+	ends[0][1].Close()
+	if _, ac := openConn(t, host, agent, 100); ac.in0 == nil {
+		t.Error("a closed connection's pipe was not given to the next")
 	}
 }

@@ -3,6 +3,13 @@
 // on the sandbox's own loopback and the client (package agent) hands them to
 // the host, where the egress policy decides. It is internal: the frames are
 // the protocol's (package wire), the table of connections is shared code.
+//
+// On Linux, where the stream is a file descriptor (the local backend's
+// socketpair), a download's bytes never pass through either process: the
+// host splices the destination's socket into the stream, the agent
+// splices each connection's bytes into a pipe of its own and on to the
+// program's socket (UseStream, splice_linux.go). Elsewhere, and on a
+// container's attach stream, they are copied.
 package tunnel
 
 import (

@@ -150,7 +150,9 @@ func Dial(ctx context.Context, conn io.ReadWriteCloser, h wire.Hello) (*Client, 
 		c := &Client{conn: conn, hello: r.rep, calls: map[uint32]*Call{}, dead: make(chan struct{}),
 			acks: map[uint32]int{}, awake: make(chan struct{}, 1)}
 		c.tunnel = tunnel.New(c.send, c.write, tunnel.Addr("egress proxy "+r.rep.Proxy))
-		c.tunnel.UseStream(conn, c.writeWith, tunnel.Splicing{Send: true})
+		if r.rep.Proxy != "" {
+			c.tunnel.UseStream(conn, c.writeWith, tunnel.Splicing{Send: true})
+		}
 		c.readers.Add(2)
 		go c.readLoop()
 		go c.ackLoop()

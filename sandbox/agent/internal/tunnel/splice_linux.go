@@ -3,6 +3,7 @@ package tunnel
 import (
 	"errors"
 	"io"
+	"sync/atomic"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -18,6 +19,10 @@ import (
 // (syscall.RawConn), which also honours the socket's deadlines.
 
 const spliceSupported = true
+
+// refuseSplice makes every splice fail as unsupported (tests of the
+// fallback: a kernel or filter without it).
+var refuseSplice atomic.Bool
 
 // newPipe makes a non-blocking pipe of at least size bytes.
 func newPipe(size int) (*kpipe, error) {
@@ -54,6 +59,9 @@ func growSendBuffer(rc syscall.RawConn, size int) {
 // splice moves up to n bytes from in to out; neither blocks (the sockets
 // are non-blocking, the pipes too, and SPLICE_F_NONBLOCK).
 func splice(in, out, n int) (int, error) {
+	if refuseSplice.Load() {
+		return 0, unix.EINVAL
+	}
 	m, err := unix.Splice(in, nil, out, nil, n, unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
 	if err != nil {
 		return 0, err

@@ -22,6 +22,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -134,8 +135,10 @@ type Tunnel struct {
 	// accepted queues connections the peer opened (host side only).
 	accepted chan *Conn
 	local    net.Addr
-	// receivePipes counts the connections holding a pipe.
+	// receivePipes counts the connections holding a pipe; noSplice is
+	// set when a splice from the stream was refused as unsupported.
 	receivePipes int
+	noSplice     atomic.Bool
 
 	// stream is the agent's stream as a file descriptor (UseStream),
 	// nil when it is not one (Docker's attach stream) or splice(2) is
@@ -305,10 +308,14 @@ func (c *Conn) receive(r *bufio.Reader, n int) error {
 			moved = pipeWrite(pw, b)
 			r.Discard(moved)
 		}
-		if r.Buffered() == 0 && moved < n {
+		if r.Buffered() == 0 && moved < n && !c.tn.noSplice.Load() {
 			m, err := spliceFill(c.tn.stream, pw, n-moved)
 			moved += m
-			if err != nil {
+			if err != nil && m == 0 && unsupported(err) {
+				// A kernel or filter that refuses splice from the
+				// stream: the bytes are read instead, from now on.
+				c.tn.noSplice.Store(true)
+			} else if err != nil {
 				c.in0.w.release()
 				return err
 			}
@@ -656,7 +663,9 @@ func (c *Conn) WriteTo(w io.Writer) (int64, error) {
 			var n int
 			var err error
 			if dst != nil {
-				n, err = c.splicePipe(dst, k)
+				if n, err = c.splicePipe(dst, k); n == 0 && err != nil && unsupported(err) {
+					dst, err = nil, nil // the socket takes no splice: copy
+				}
 			} else {
 				if buf == nil {
 					buf = make([]byte, connChunk)

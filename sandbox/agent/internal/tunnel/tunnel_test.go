@@ -370,3 +370,20 @@ func TestReceivePipesBounded(t *testing.T) {
 		t.Error("a closed connection's pipe was not given to the next")
 	}
 }
+
+// TestSpliceRefused: where splice is refused (an old kernel, a seccomp
+// filter, a file that has no splice), both ends copy instead and the
+// bytes arrive intact.
+func TestSpliceRefused(t *testing.T) {
+	refuseSplice.Store(true)
+	defer refuseSplice.Store(false)
+	host, agent := pair(t)
+	data := make([]byte, 3<<20+7)
+	rand.Read(data)
+	if got := download(t, host, agent, 1, data, false); !bytes.Equal(got, data) {
+		t.Fatalf("the program got %d bytes, want the destination's %d (first difference at %d)", len(got), len(data), firstDiff(got, data))
+	}
+	if !agent.tn.noSplice.Load() {
+		t.Error("the agent did not note that the stream takes no splice")
+	}
+}

@@ -46,7 +46,8 @@
 //     data in the result, not an error.
 //   - Result types belong to this package and document their fields; the
 //     only types re-exported from another package are those of
-//     sandbox/driver (Tier, Control), the public contract for backends.
+//     sandbox/driver (Tier, Control, Code, CodeInfo), the public contract
+//     for backends.
 package sandbox
 
 import (

@@ -209,7 +209,7 @@ func (i *instance) Isolation() driver.Isolation {
 	for _, c := range []struct {
 		name string
 		set  bool
-	}{{"cpu", l.CPUSeconds > 0}, {"memory", l.MemoryBytes > 0}, {"pids", l.Pids > 0}} {
+	}{{"cpu", l.CPUSeconds > 0}, {"memory", l.MemoryBytes > 0}, {"pids", l.Pids > 0}, {"open_files", l.OpenFiles > 0}} {
 		if c.set {
 			controls = append(controls, driver.Control{Name: c.name, Enforced: true, Mechanism: "recorded in each call's Policy (the fake backend executes nothing)"})
 		}

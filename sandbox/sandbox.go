@@ -216,15 +216,23 @@ func WithPython(path string) Option { return func(c *config) { c.python = path }
 // the sandbox keeps a template interpreter that imported them once, and
 // each new context (the default one too, and a context restarted after its
 // process died) is forked from it in a few milliseconds. The template
-// starts in the background when the sandbox is created. It is a process of
-// the sandbox like any other: its memory counts against Limits.MemoryBytes,
-// and forked contexts share its pages copy-on-write. A module that cannot be
-// imported makes the Python call that needed a context fail with
-// SBX_UNAVAILABLE naming it (the sandbox stays usable; the next context
-// tries again). Forked contexts get fresh random state (Python's random,
-// numpy's global generator); what a fork cannot give them is listed in
-// package sandbox/pykernel's documentation (the string hash seed, objects
-// created at import time).
+// starts in the background when the sandbox is created.
+//
+// The template, one context it keeps forked ahead and one `sleep` process
+// are processes of the sandbox like any other: their memory counts against
+// Limits.MemoryBytes (forked contexts share the template's pages
+// copy-on-write) and they count against Limits.Pids. Each forked context
+// stands in for a `sleep` process the sandbox starts for it, so it is
+// confined, limited and killed as a context started afresh is; killing
+// every sleep in the sandbox ends the forked contexts, which restart on
+// their next run (StateLost).
+//
+// A module that cannot be imported makes the Python call that needed a
+// context fail with SBX_UNAVAILABLE naming it (the sandbox stays usable;
+// the next context tries again). Forked contexts get fresh random state
+// (Python's random, numpy's global generator); what a fork cannot give them
+// (the string hash seed, generators created at import time, the address
+// layout) is listed in package sandbox/pykernel's documentation.
 func WithPythonImports(modules ...string) Option {
 	return func(c *config) { c.pyImports = append([]string(nil), modules...) }
 }

@@ -47,11 +47,12 @@
 //
 // With Options.Imports (e.g. numpy, pandas), Contexts starts one template
 // interpreter that imports them once, and forks every context from it: a
-// new context costs a process start and a few pipe hops instead of an
-// interpreter's start plus the imports (BenchmarkNewContext: ~3-8 ms
-// against ~1 s for importing numpy and pandas afresh, on a loaded 2-core
-// machine). The context's process is still one the Starter started, so it
-// is confined, limited and killed like any other:
+// new context costs a few pipe hops instead of an interpreter's start plus
+// the imports (on a 2-core machine at load ~20, through the sandbox's agent:
+// median 1.7 ms locally, 2.9 ms in Docker, against ~1-2 s for importing
+// numpy and pandas afresh; see BenchmarkNewContext). The context's process
+// is still one the Starter started, so it is confined, limited and killed
+// like any other:
 //
 //   - Each context begins with a stand-in process, `sleep`, started by the
 //     Starter exactly as a driver would be (through the sandbox's agent: its
@@ -76,11 +77,20 @@
 //     for the template. Fds that the imported modules opened are kept (they
 //     were opened by the modules, not by the template's machinery).
 //   - The template keeps one child forked ahead (the spare), which has
-//     already set up its output capture and namespace, so the fork is not on
-//     a new context's path. It runs no user code and holds no thread of its
-//     own when it forks: numpy's OpenBLAS pool shuts its threads down around
-//     fork and restarts them in the child (TestForkedContextUsesBLASThreads),
-//     so BLAS keeps all its threads in every context.
+//     already reseeded and set up its output capture and namespace, and Go
+//     keeps one stand-in started ahead: a new context waits for neither a
+//     fork nor a process start. Both are replaced once the new context is
+//     ready (so they do not compete with it for the CPU); contexts created
+//     back to back pay the fork and the start. The template runs no user
+//     code and holds no thread of its own when it forks: numpy's OpenBLAS
+//     pool shuts its threads down around fork and restarts them in the child
+//     (TestForkedContextUsesBLASThreads), so BLAS keeps all its threads in
+//     every context.
+//   - A context ends with its stand-in: code that kills every `sleep` in the
+//     sandbox (`pkill sleep`) ends every forked context, each of which
+//     restarts on its next run with StateLost set, as after any death.
+//     A template that cannot fork (the sandbox's process limit) fails the
+//     context's start with ErrStart and keeps serving.
 //   - When the template dies, every context forked from it is killed (their
 //     exits could no longer be reported); the next context starts a new
 //     template, and a context whose process died restarts, forked again.

@@ -127,5 +127,10 @@
 // every wait has a timeout and every goroutine ends when the process does.
 // The worst a hostile cell can do is spoil its own results or make the kernel
 // restart. The environment is exactly Options.Env: nothing of the host
-// process leaks in.
+// process leaks in. A template's messages are capped and decoded the same
+// way. Code in a context can reach the template's pipes through /proc, as
+// any process of the sandbox could, and forge the template's messages: the
+// worst it gets is a wrong exit code reported, or an interrupt sent to
+// another context of the same sandbox (the template signals only its own
+// children); the contexts of one sandbox are one trust domain.
 package pykernel

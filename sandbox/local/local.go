@@ -16,7 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/sandboxkit/sandboxkit/sandbox/agent/server"
+	"github.com/sandboxkit/sandboxkit/sandbox/agent/linuxrunner"
 	"github.com/sandboxkit/sandboxkit/sandbox/driver"
 	"github.com/sandboxkit/sandboxkit/sandbox/local/isolate"
 )
@@ -333,7 +333,7 @@ func (i *instance) Pause(ctx context.Context) error {
 	}
 	// No freezer: stop every process below the agent. The agent itself
 	// keeps serving; package sandbox refuses calls while paused.
-	server.StopDescendants(i.pid)
+	linuxrunner.StopDescendants(i.pid)
 	i.paused = true
 	return nil
 }
@@ -349,7 +349,7 @@ func (i *instance) Resume(ctx context.Context) error {
 			return err
 		}
 	}
-	for _, pid := range server.Descendants(i.pid) {
+	for _, pid := range linuxrunner.Descendants(i.pid) {
 		_ = syscall.Kill(pid, syscall.SIGCONT)
 	}
 	i.paused = false
@@ -385,7 +385,7 @@ func (i *instance) Close(ctx context.Context) error {
 			i.iso.killAll()
 		}
 		for range 20 {
-			ds := server.Descendants(i.pid)
+			ds := linuxrunner.Descendants(i.pid)
 			if len(ds) == 0 {
 				break
 			}

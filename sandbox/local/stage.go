@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sandboxkit/sandboxkit/sandbox/agent/linuxrunner"
 	"github.com/sandboxkit/sandboxkit/sandbox/agent/server"
 	"github.com/sandboxkit/sandboxkit/sandbox/agent/wire"
 	"github.com/sandboxkit/sandboxkit/sandbox/driver"
@@ -129,7 +130,7 @@ func runStage(stage string) int {
 	go func() {
 		// ServeProcess hardens the agent (undumpable again after the exec,
 		// no environment) before it reads a frame.
-		served <- server.ServeProcess(newStream(conn), server.ServeOptions{ProcessesReady: processesReady, Spawn: spawn, Logf: func(format string, args ...any) {
+		served <- server.ServeProcess(newStream(conn), server.ServeOptions{ProcessesReady: processesReady, Runner: linuxrunner.New(linuxrunner.Options{Spawn: spawn}), Logf: func(format string, args ...any) {
 			fmt.Fprintf(os.Stderr, "sandboxkit agent: "+format+"\n", args...)
 		}})
 	}()

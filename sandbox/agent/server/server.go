@@ -10,9 +10,9 @@ import (
 	"os/exec"
 	"runtime/debug"
 	"sync"
-	"syscall"
 	"time"
 
+	"github.com/sandboxkit/sandboxkit/sandbox/agent/runner"
 	"github.com/sandboxkit/sandboxkit/sandbox/agent/wire"
 )
 
@@ -27,11 +27,6 @@ type ServeOptions struct {
 	// starve it of) does so in parallel with the handshake and the
 	// requests that start no process.
 	ProcessesReady <-chan struct{}
-	// Spawn, when set, runs every process start (the fork and exec of a
-	// command): a backend whose commands must be born on a particular
-	// thread (one in another cgroup) runs them there. An error from Spawn
-	// itself means the start did not run.
-	Spawn func(start func() error) error
 	// WorkspaceDir, when set, is the directory opened as the workspace
 	// that requests and processes name Hello.Workspace: the fake sandbox
 	// serves a temporary directory as /workspace. Empty: Hello.Workspace
@@ -48,6 +43,11 @@ type ServeOptions struct {
 	// sandbox's clock ends a hanging scripted command at its timeout
 	// without the wait.
 	Clock Clock
+	// Runner starts and controls the agent's processes (commands, jobs,
+	// the Python kernel, shells). Nil means the platform's default: the
+	// Linux runner (package agent/linuxrunner) on Linux, runner.Plain
+	// elsewhere.
+	Runner runner.Runner
 }
 
 // Clock is a source of timers (ServeOptions.Clock).
@@ -87,10 +87,10 @@ func Serve(conn io.ReadWriteCloser, opts ServeOptions) error {
 		jobs:           newJobTable(),
 		qwake:          make(chan struct{}, 1),
 		processesReady: opts.ProcessesReady,
-		spawn:          opts.Spawn,
 		wsDir:          opts.WorkspaceDir,
 		observe:        opts.Observe,
 		clock:          opts.Clock,
+		runner:         opts.Runner,
 	}
 	if s.clock == nil {
 		s.clock = realClock{}
@@ -98,7 +98,9 @@ func Serve(conn io.ReadWriteCloser, opts ServeOptions) error {
 	if s.logf == nil {
 		s.logf = func(string, ...any) {}
 	}
-	s.procs = newProcTable()
+	if s.runner == nil {
+		s.runner = defaultRunner()
+	}
 	s.fds = newFDBudget()
 	defer conn.Close()
 	return s.run()
@@ -112,13 +114,12 @@ type server struct {
 	ws    *workspace
 	// proxy carries the sandbox's egress connections (Hello.Proxy).
 	proxy *proxy
-	procs *procTable
-	fds   *fdBudget // descriptors of running commands (fds.go)
-	jobs  *jobTable
+	// runner starts and controls processes (ServeOptions.Runner).
+	runner runner.Runner
+	fds    *fdBudget // descriptors of running commands (fds.go)
+	jobs   *jobTable
 	// processesReady gates process starts (ServeOptions.ProcessesReady).
 	processesReady <-chan struct{}
-	// spawn runs process starts (ServeOptions.Spawn).
-	spawn func(start func() error) error
 	// wsDir and observe are ServeOptions.WorkspaceDir and Observe.
 	wsDir   string
 	observe func(op string, args json.RawMessage) func(*wire.WireError)
@@ -170,8 +171,8 @@ func (s *server) run() error {
 	if err := s.handleHello(f.Payload); err != nil {
 		return err
 	}
-	stopReaper := s.procs.startReaper()
-	defer stopReaper()
+	endRunner := s.runner.Begin()
+	defer endRunner()
 	stopWriter := make(chan struct{})
 	go s.writeLoop(stopWriter)
 	defer close(stopWriter)
@@ -208,11 +209,6 @@ func (s *server) handleHello(p []byte) error {
 		return err
 	}
 	s.ws = ws
-	if os.Getpid() != 1 {
-		// Orphans of our commands must come back to us so that Close can
-		// find and kill them (a setsid daemon leaves its process group).
-		_ = setChildSubreaper()
-	}
 	host, _ := os.Hostname()
 	rep := wire.HelloReply{Version: wire.Version, PID: os.Getpid(), PID1: os.Getpid() == 1, UID: os.Getuid(), Hostname: host,
 		Python: lookPathIn("python3", h.Env), Bash: lookPathIn("bash", h.Env)}
@@ -654,7 +650,7 @@ func (s *server) call(r *request, req wire.Request) (any, *wire.WireError) {
 		if e != nil {
 			return nil, e
 		}
-		return s.jobs.signal(a.ID, syscall.Signal(a.Signal))
+		return s.jobs.signal(a.ID, a.Signal)
 	case "job.stdin":
 		a, e := decodeArgs[wire.JobStdinRequest](req)
 		if e != nil {
@@ -697,8 +693,7 @@ func (s *server) shutdown() {
 		s.proxy.close()
 	}
 	s.jobs.killAll()
-	s.procs.killAll()
-	killDescendants(os.Getpid())
+	s.runner.KillAll()
 	done := make(chan struct{})
 	go func() { s.handlers.Wait(); close(done) }()
 	select {
@@ -706,8 +701,8 @@ func (s *server) shutdown() {
 	case <-time.After(shutdownWait):
 		s.logf("agent: request handlers still running %v after shutdown; leaving them", shutdownWait)
 	}
-	// Processes a handler started while we waited.
-	killDescendants(os.Getpid())
+	// Processes a handler started while we waited are the runner's end
+	// (run's deferred endRunner, after this).
 	if s.ws != nil {
 		s.ws.close()
 	}

@@ -230,7 +230,7 @@ func TestKillOfExitedJobSparesTheProcessWithItsPID(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		time.Sleep(killGrace + 200*time.Millisecond)
+		time.Sleep(500 * time.Millisecond) // the runner's kill grace (300 ms) and a margin
 		var st wire.JobStatus
 		if err := c.Do(ctx, "job.status", wire.JobRef{ID: heir.JobID}, &st); err != nil {
 			t.Fatal(err)

@@ -1,11 +1,14 @@
 //go:build linux
 
-// The agent serves only on Linux (hardenProcess refuses elsewhere), so the
-// tests that run one are Linux-only.
+// These tests run a whole agent (package agent/server) with this runner,
+// so they are an external test package.
 
-package server
+package linuxrunner_test
 
 import (
+	"github.com/sandboxkit/sandboxkit/sandbox/agent/linuxrunner"
+	"github.com/sandboxkit/sandboxkit/sandbox/agent/server"
+
 	"context"
 	"encoding/json"
 	"net"
@@ -20,8 +23,9 @@ import (
 	"github.com/sandboxkit/sandboxkit/sandbox/agent/wire"
 )
 
-// benchAgent serves an agent over a socketpair for a benchmark.
-func benchAgent(b *testing.B) *agent.Client {
+// benchAgent serves an agent with the Linux runner over a socketpair for
+// a benchmark or test.
+func benchAgent(b testing.TB) *agent.Client {
 	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
 	if err != nil {
 		b.Fatal(err)
@@ -29,7 +33,7 @@ func benchAgent(b *testing.B) *agent.Client {
 	a, _ := net.FileConn(os.NewFile(uintptr(fds[0]), "agent"))
 	cc, _ := net.FileConn(os.NewFile(uintptr(fds[1]), "client"))
 	served := make(chan error, 1)
-	go func() { served <- Serve(a, ServeOptions{}) }()
+	go func() { served <- server.Serve(a, server.ServeOptions{Runner: linuxrunner.New(linuxrunner.Options{})}) }()
 	c, err := agent.Dial(context.Background(), cc, wire.Hello{Workspace: b.TempDir(), Env: []string{"PATH=/usr/bin:/bin"}})
 	if err != nil {
 		b.Fatal(err)
@@ -62,7 +66,7 @@ func benchRun(b *testing.B, c *agent.Client, req wire.ExecRequest) wire.ExecRepl
 // the untagged agent), the /proc scan a kill adds, and a whole timeout
 // that ends a command and three daemons that left its tree.
 func BenchmarkCommandTag(b *testing.B) {
-	if newTagger().off {
+	if linuxrunner.TagsOff() {
 		b.Skip("RLIMIT_RTTIME's hard limit is below the tags here")
 	}
 	b.Run("command-true", func(b *testing.B) {
@@ -72,16 +76,16 @@ func BenchmarkCommandTag(b *testing.B) {
 		}
 	})
 	b.Run("tag-per-command", func(b *testing.B) {
-		t := newTagger()
+		arm := linuxrunner.NewTaggerArm()
 		for b.Loop() {
-			if t.arm() == 0 {
+			if arm() == 0 {
 				b.Fatal("arm failed")
 			}
 		}
 	})
 	b.Run("scan-per-kill", func(b *testing.B) {
 		for b.Loop() {
-			tagged(tagBase)
+			linuxrunner.Tagged(linuxrunner.TagBase)
 		}
 	})
 	b.Run("timeout-kills-3-daemons", func(b *testing.B) {
@@ -99,10 +103,10 @@ func BenchmarkCommandTag(b *testing.B) {
 // TestTagSurvivesSetsidAndDoubleFork: the processes a command leaves
 // behind through setsid and a double fork carry its tag, and only its.
 func TestTagSurvivesSetsidAndDoubleFork(t *testing.T) {
-	if newTagger().off {
+	if linuxrunner.TagsOff() {
 		t.Skip("RLIMIT_RTTIME's hard limit is below the tags here")
 	}
-	c, _ := servePair(t, ServeOptions{}, wire.Hello{Workspace: t.TempDir(), Env: []string{"PATH=/usr/bin:/bin"}})
+	c := benchAgent(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var rep wire.ExecReply
@@ -116,8 +120,8 @@ func TestTagSurvivesSetsidAndDoubleFork(t *testing.T) {
 	}
 	var lim unix.Rlimit
 	found := 0
-	for _, pid := range Descendants(os.Getpid()) {
-		if unix.Prlimit(pid, tagResource, nil, &lim) == nil && lim.Cur >= tagBase && alive(pid) {
+	for _, pid := range linuxrunner.Descendants(os.Getpid()) {
+		if unix.Prlimit(pid, unix.RLIMIT_RTTIME, nil, &lim) == nil && lim.Cur >= linuxrunner.TagBase && linuxrunner.Alive(pid) {
 			found++
 		}
 	}
@@ -130,8 +134,8 @@ func TestTagSurvivesSetsidAndDoubleFork(t *testing.T) {
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		left := 0
-		for _, pid := range Descendants(os.Getpid()) {
-			if alive(pid) {
+		for _, pid := range linuxrunner.Descendants(os.Getpid()) {
+			if linuxrunner.Alive(pid) {
 				left++
 			}
 		}

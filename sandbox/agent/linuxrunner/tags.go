@@ -1,4 +1,6 @@
-package server
+//go:build linux
+
+package linuxrunner
 
 import (
 	"os"
@@ -39,7 +41,7 @@ import (
 // refused by the sandbox's own seccomp filter (clone3 returns ENOSYS). The
 // agent is also PID 1 or a child subreaper, so orphans stay its children
 // and are killed by Close either way.
-const tagResource = rlimitRTTIME // unix.RLIMIT_RTTIME (os_linux.go)
+const tagResource = unix.RLIMIT_RTTIME
 
 // tagBase is the first tag: far above any real-time budget a program would
 // set for itself (2^40 µs, 12.7 days), so that a tag is never mistaken for
@@ -55,7 +57,7 @@ type tagger struct {
 
 func newTagger() tagger {
 	var lim unix.Rlimit
-	if err := prlimit(0, tagResource, nil, &lim); err != nil || lim.Max < tagBase+1<<32 {
+	if err := unix.Prlimit(0, tagResource, nil, &lim); err != nil || lim.Max < tagBase+1<<32 {
 		return tagger{off: true}
 	}
 	return tagger{hard: lim.Max, next: tagBase}
@@ -68,7 +70,7 @@ func (t *tagger) arm() uint64 {
 		return 0
 	}
 	t.next++
-	if err := prlimit(0, tagResource, &unix.Rlimit{Cur: t.next, Max: t.hard}, nil); err != nil {
+	if err := unix.Prlimit(0, tagResource, &unix.Rlimit{Cur: t.next, Max: t.hard}, nil); err != nil {
 		return 0
 	}
 	return t.next
@@ -93,7 +95,7 @@ func tagged(tag uint64) []int {
 			continue
 		}
 		var lim unix.Rlimit
-		if prlimit(pid, tagResource, nil, &lim) == nil && lim.Cur == tag {
+		if unix.Prlimit(pid, tagResource, nil, &lim) == nil && lim.Cur == tag {
 			out = append(out, pid)
 		}
 	}

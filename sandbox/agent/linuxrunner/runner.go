@@ -1,0 +1,77 @@
+//go:build linux
+
+// Package linuxrunner is the agent's process runner on Linux (a
+// runner.Runner for package agent/server): every command starts in its own
+// process group (a pty's in its own session) with the sandbox's rlimits
+// applied by prlimit before it runs user code, carries a tag that finds it
+// after it left its tree (tags.go), and is reaped by one reaper (the agent
+// may be PID 1 or a child subreaper, so it reaps orphans too). A timeout,
+// cancel or kill reaches the whole command: its group, its descendants
+// (stopped first, so none forks meanwhile) and everything carrying its tag.
+//
+// Descendants and StopDescendants serve backends whose sandbox shares the
+// host's PID namespace (the local backend pauses and kills with them).
+package linuxrunner
+
+import (
+	"os"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sandboxkit/sandboxkit/sandbox/agent/runner"
+)
+
+// Options tunes a Runner.
+type Options struct {
+	// Spawn, when set, runs every process start (the fork and exec of a
+	// command): a backend whose commands must be born on a particular
+	// thread (one in another cgroup) runs them there. An error from Spawn
+	// itself means the start did not run.
+	Spawn func(start func() error) error
+}
+
+// Runner is the Linux process runner of one agent.
+type Runner struct {
+	opts  Options
+	procs *procTable
+}
+
+var _ runner.Runner = (*Runner)(nil)
+
+// New returns a Runner; it starts nothing before Begin.
+func New(opts Options) *Runner {
+	return &Runner{opts: opts, procs: newProcTable()}
+}
+
+// Begin makes the agent the parent of its commands' orphans (unless it is
+// PID 1, which is already) and starts the reaper; end kills what is left
+// below the agent and stops the reaper.
+func (r *Runner) Begin() (end func()) {
+	if os.Getpid() != 1 {
+		// Orphans of our commands must come back to us so that Close can
+		// find and kill them (a setsid daemon leaves its process group).
+		_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+	}
+	stop := r.procs.startReaper()
+	return func() {
+		killDescendants(os.Getpid())
+		stop()
+	}
+}
+
+// KillAll kills every process the runner started, their trees and tags,
+// and every other process below the agent.
+func (r *Runner) KillAll() {
+	r.procs.killAll()
+	killDescendants(os.Getpid())
+}
+
+// isClosed reports whether c is closed.
+func isClosed(c chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}

@@ -30,8 +30,13 @@ func benchAgent(b testing.TB) *agent.Client {
 	if err != nil {
 		b.Fatal(err)
 	}
-	a, _ := net.FileConn(os.NewFile(uintptr(fds[0]), "agent"))
-	cc, _ := net.FileConn(os.NewFile(uintptr(fds[1]), "client"))
+	// FileConn dups the descriptor: the originals are closed, or closing
+	// the client would not end the agent's stream.
+	fa, fc := os.NewFile(uintptr(fds[0]), "agent"), os.NewFile(uintptr(fds[1]), "client")
+	a, _ := net.FileConn(fa)
+	cc, _ := net.FileConn(fc)
+	fa.Close()
+	fc.Close()
 	served := make(chan error, 1)
 	go func() { served <- server.Serve(a, server.ServeOptions{Runner: linuxrunner.New(linuxrunner.Options{})}) }()
 	c, err := agent.Dial(context.Background(), cc, wire.Hello{Workspace: b.TempDir(), Env: []string{"PATH=/usr/bin:/bin"}})

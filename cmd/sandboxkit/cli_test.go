@@ -270,7 +270,9 @@ func TestRunLeavesNoProcess(t *testing.T) {
 	}
 	for _, p := range left {
 		t.Errorf("process %d (%s) outlived sandboxkit run", p.pid, cmdline(p))
-		syscall.Kill(p.pid, syscall.SIGKILL)
+		if pr, err := os.FindProcess(p.pid); err == nil {
+			pr.Kill()
+		}
 	}
 }
 

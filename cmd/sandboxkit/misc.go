@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"syscall"
 	"time"
 
 	"github.com/sandboxkit/sandboxkit/sandbox"
@@ -15,24 +14,24 @@ import (
 	"github.com/sandboxkit/sandboxkit/sandbox/local/isolate"
 )
 
-// signalNumber maps a signal name such as "SIGKILL" to its number (9 when
-// unknown: the command was killed).
+// signalNumber maps a signal name such as "SIGKILL", as the sandbox
+// reports it, to its number (9 when unknown: the command was killed). The
+// sandbox is Linux whatever the host runs, so the numbers are Linux's
+// (they differ on macOS, and Windows has none).
 func signalNumber(name string) int {
-	for i := 1; i < 65; i++ {
-		if "SIG"+syscall.Signal(i).String() == name || fmt.Sprint(syscall.Signal(i)) == name {
-			return i
-		}
+	if n, ok := linuxSignals[name]; ok {
+		return n
 	}
-	for _, s := range []syscall.Signal{syscall.SIGKILL, syscall.SIGTERM, syscall.SIGINT, syscall.SIGXCPU, syscall.SIGXFSZ} {
-		if name == sigName(s) {
-			return int(s)
-		}
-	}
-	return int(syscall.SIGKILL)
+	return linuxSignals["SIGKILL"]
 }
 
-func sigName(s syscall.Signal) string {
-	return map[syscall.Signal]string{syscall.SIGKILL: "SIGKILL", syscall.SIGTERM: "SIGTERM", syscall.SIGINT: "SIGINT", syscall.SIGXCPU: "SIGXCPU", syscall.SIGXFSZ: "SIGXFSZ"}[s]
+// linuxSignals numbers Linux's signals (signal(7), x86 and arm).
+var linuxSignals = map[string]int{
+	"SIGHUP": 1, "SIGINT": 2, "SIGQUIT": 3, "SIGILL": 4, "SIGTRAP": 5, "SIGABRT": 6, "SIGBUS": 7, "SIGFPE": 8,
+	"SIGKILL": 9, "SIGUSR1": 10, "SIGSEGV": 11, "SIGUSR2": 12, "SIGPIPE": 13, "SIGALRM": 14, "SIGTERM": 15,
+	"SIGSTKFLT": 16, "SIGCHLD": 17, "SIGCONT": 18, "SIGSTOP": 19, "SIGTSTP": 20, "SIGTTIN": 21, "SIGTTOU": 22,
+	"SIGURG": 23, "SIGXCPU": 24, "SIGXFSZ": 25, "SIGVTALRM": 26, "SIGPROF": 27, "SIGWINCH": 28, "SIGIO": 29,
+	"SIGPWR": 30, "SIGSYS": 31,
 }
 
 func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {

@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -276,19 +275,19 @@ func checkHostWorkspace(dir string, uid, gid int) error {
 	if !st.IsDir() {
 		return driver.Errorf(driver.CodeInvalidArgument, nil, fmt.Sprintf("the workspace %s is not a directory", dir))
 	}
-	sys, ok := st.Sys().(*syscall.Stat_t)
+	ouid, ogid, ok := fileOwner(st)
 	if !ok {
 		return nil
 	}
 	mode := st.Mode().Perm()
 	writable := uid == 0 ||
-		(int(sys.Uid) == uid && mode&0o200 != 0) ||
-		(int(sys.Gid) == gid && mode&0o020 != 0) ||
+		(ouid == uid && mode&0o200 != 0) ||
+		(ogid == gid && mode&0o020 != 0) ||
 		mode&0o002 != 0
 	if !writable {
 		return driver.Errorf(driver.CodeInvalidArgument, nil, fmt.Sprintf(
 			"the sandbox user %d:%d cannot write the workspace %s (owner %d:%d, mode %v); chown it to that user, or choose the owner's uid:gid with docker.WithUser",
-			uid, gid, dir, sys.Uid, sys.Gid, mode))
+			uid, gid, dir, ouid, ogid, mode))
 	}
 	return nil
 }

@@ -13,7 +13,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 
 	"github.com/docker/docker/client"
 
@@ -375,8 +374,8 @@ func defaultUser(workspace string) string {
 	if err != nil {
 		return DefaultUser
 	}
-	if sys, ok := st.Sys().(*syscall.Stat_t); ok && sys.Uid != 0 {
-		return fmt.Sprintf("%d:%d", sys.Uid, sys.Gid)
+	if uid, gid, ok := fileOwner(st); ok && uid != 0 {
+		return fmt.Sprintf("%d:%d", uid, gid)
 	}
 	return DefaultUser
 }

@@ -13,7 +13,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -477,7 +476,7 @@ func TestHostWorkspaceOwnerBecomesTheSandboxUser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := st.Sys().(*syscall.Stat_t).Uid; int(got) != uid {
+	if got, _, _ := fileOwner(st); got != uid {
 		t.Errorf("the host sees the sandbox's file owned by %d, want %d", got, uid)
 	}
 }

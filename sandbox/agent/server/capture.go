@@ -8,8 +8,6 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/sandboxkit/sandboxkit/sandbox/agent/runner"
 	"github.com/sandboxkit/sandboxkit/sandbox/agent/wire"
 )
@@ -156,7 +154,7 @@ func drainNow(f *os.File, buf []byte, emit func([]byte)) {
 	for total := 0; total < finalDrainMax; {
 		n := 0
 		_ = rc.Read(func(fd uintptr) bool {
-			n, _ = unix.Read(int(fd), buf)
+			n = readFD(fd, buf)
 			return true // never wait for the poller
 		})
 		if n <= 0 {

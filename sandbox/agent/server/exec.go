@@ -221,7 +221,7 @@ func (s *server) runExec(r *request, a wire.ExecRequest) (any, *wire.WireError) 
 	if rep.TimedOut || rep.Canceled || a.Pty {
 		// Killed, or a terminal: output is not owed past the grace. On a
 		// pty, what still holds the terminal once the shell is gone is a
-		// job it left behind (see killTree).
+		// job it left behind (the runner's kill reaches it: linuxrunner's killTree).
 		select {
 		case <-drained:
 		case <-time.After(drainGrace):

@@ -3,8 +3,6 @@ package server
 import (
 	"sync"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/sandboxkit/sandboxkit/sandbox/agent/wire"
 )
 
@@ -28,12 +26,9 @@ type fdBudget struct {
 }
 
 func newFDBudget() *fdBudget {
-	var lim unix.Rlimit
-	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err != nil || lim.Cur > 1<<20 {
-		lim.Cur = 1 << 20
-	}
-	reserve := 64 + int(lim.Cur)/8 + startSlots*startFDs
-	return &fdBudget{max: max(int(lim.Cur)-reserve, 8), nofile: lim.Cur, starts: make(chan struct{}, startSlots)}
+	nofile := min(fdLimit(), 1<<20)
+	reserve := 64 + int(nofile)/8 + startSlots*startFDs
+	return &fdBudget{max: max(int(nofile)-reserve, 8), nofile: nofile, starts: make(chan struct{}, startSlots)}
 }
 
 // fdsFor is what a running command holds: the read ends of stdout and

@@ -16,8 +16,6 @@ import (
 	"syscall"
 	"unicode/utf8"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/sandboxkit/sandboxkit/sandbox/agent/wire"
 )
 
@@ -67,7 +65,7 @@ func (w *workspace) close() {
 	<-w.sweepDone
 	w.root.Close()
 	if w.rootFD >= 0 {
-		syscall.Close(w.rootFD)
+		closePathFD(w.rootFD)
 	}
 }
 
@@ -896,7 +894,7 @@ func (w *workspace) stream(out, in *os.File) (int64, error) {
 	limit := w.fsize
 	var pos int64
 	for {
-		data, err := in.Seek(pos, unix.SEEK_DATA)
+		data, err := seekData(in, pos)
 		if errors.Is(err, syscall.ENXIO) {
 			break // only a hole, or nothing, is left
 		}
@@ -912,7 +910,7 @@ func (w *workspace) stream(out, in *os.File) (int64, error) {
 			n, err := io.Copy(io.NewOffsetWriter(out, pos), io.NewSectionReader(in, pos, math.MaxInt64-pos))
 			return pos + n, err
 		}
-		hole, err := in.Seek(data, unix.SEEK_HOLE)
+		hole, err := seekHole(in, data)
 		if err != nil {
 			return 0, err
 		}
@@ -932,64 +930,6 @@ func (w *workspace) stream(out, in *os.File) (int64, error) {
 		return 0, errCopyTooBig
 	}
 	return size, out.Truncate(size)
-}
-
-// within reports whether the directory p (symbolic links followed, as the
-// operations follow them), or its deepest existing ancestor, is top or lies
-// below it. It compares inodes walking up through "..", so a link leading
-// back into top is caught where a lexical prefix check would miss it.
-func (w *workspace) within(top fs.FileInfo, p string) bool {
-	for {
-		if fi, err := w.root.Stat(p); err == nil && fi.IsDir() {
-			break
-		}
-		if p == "." {
-			return false
-		}
-		p = filepath.Dir(p)
-	}
-	rootInfo, err := w.root.Stat(".")
-	if err != nil {
-		return false
-	}
-	// O_DIRECTORY: p was a directory a moment ago; if something swapped
-	// in a FIFO since, the open fails instead of waiting for a writer.
-	f, err := w.root.OpenFile(p, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	want, ok := top.Sys().(*syscall.Stat_t)
-	stop, ok2 := rootInfo.Sys().(*syscall.Stat_t)
-	if !ok || !ok2 {
-		return false
-	}
-	fd, err := unix.Openat(int(f.Fd()), ".", oPath|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return false
-	}
-	// Bounded: a path has at most PATH_MAX/2 components.
-	for range 4096 {
-		var st unix.Stat_t
-		if unix.Fstat(fd, &st) != nil {
-			break
-		}
-		if st.Dev == want.Dev && st.Ino == want.Ino {
-			unix.Close(fd)
-			return true
-		}
-		if st.Dev == stop.Dev && st.Ino == stop.Ino {
-			break
-		}
-		up, err := unix.Openat(fd, "..", oPath|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-		unix.Close(fd)
-		if err != nil {
-			return false
-		}
-		fd = up
-	}
-	unix.Close(fd)
-	return false
 }
 
 func (w *workspace) remove(a wire.FSPathRequest) (any, *wire.WireError) {

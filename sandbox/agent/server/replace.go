@@ -11,8 +11,6 @@ import (
 	"strings"
 	"syscall"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/sandboxkit/sandboxkit/sandbox/agent/wire"
 )
 
@@ -85,9 +83,7 @@ func (w *workspace) replaceFile(rel, shown string, mode fs.FileMode, fill func(f
 		// A replaced file keeps its owner where the agent may set it
 		// (as root); otherwise it belongs to the agent, as a file a
 		// command rewrites with mv would.
-		if st, ok := old.Sys().(*syscall.Stat_t); ok && (int(st.Uid) != os.Geteuid() || int(st.Gid) != os.Getegid()) {
-			_ = f.Chown(int(st.Uid), int(st.Gid))
-		}
+		keepOwner(f, old)
 	}
 	err = fill(f)
 	if err == nil {
@@ -106,9 +102,7 @@ func (w *workspace) replaceFile(rel, shown string, mode fs.FileMode, fill func(f
 	// the rename, and a sweep in between took the file (the write then
 	// failed with NOT_FOUND). A duplicate descriptor shares the lock and
 	// holds it until the rename is done.
-	if hold, err := unix.Dup(int(f.Fd())); err == nil {
-		defer unix.Close(hold)
-	}
+	defer holdLock(f)()
 	if err := f.Close(); err != nil {
 		renamed = true // closed: the deferred cleanup only removes
 		_ = w.root.Remove(tmp)
@@ -165,13 +159,9 @@ func (w *workspace) createTemp(dir string, mode fs.FileMode) (*os.File, string, 
 		// The lock says "a writer is alive" to sweepTemps. A sweep that
 		// locked the file first (between our create and this lock) has
 		// unlinked it: then start over with a new name.
-		fd := int(f.Fd())
-		if unix.Flock(fd, unix.LOCK_EX) == nil {
-			var st unix.Stat_t
-			if unix.Fstat(fd, &st) == nil && st.Nlink == 0 {
-				f.Close()
-				continue
-			}
+		if lockTemp(f) {
+			f.Close()
+			continue
 		}
 		return f, name, nil
 	}
@@ -202,7 +192,7 @@ func (w *workspace) sweepTemps(stop <-chan struct{}) int {
 			return nil
 		}
 		defer f.Close()
-		if unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) != nil {
+		if !tryLock(f) {
 			return nil // a live writer holds it
 		}
 		if w.root.Remove(p) == nil {
@@ -229,11 +219,7 @@ func (w *workspace) writeError(shown string, err error, replacing bool) *wire.Wi
 	if replacing {
 		kept = fmt.Sprintf(" %q is unchanged: a file is replaced by writing the new content beside the old and renaming it over, so replacing it needs room for both.", shown)
 	}
-	var sfs unix.Statfs_t
-	total, free := int64(-1), int64(-1)
-	if unix.Statfs(w.host, &sfs) == nil {
-		total, free = int64(sfs.Blocks)*int64(sfs.Bsize), int64(sfs.Bavail)*int64(sfs.Bsize) // Bsize is uint32 on darwin
-	}
+	total, free := diskSpace(w.host)
 	// The quota is the full file system when the backend sized one for
 	// it (Docker's tmpfs): about DiskBytes big.
 	if w.disk > 0 && (errno == syscall.EDQUOT || (total >= 0 && total <= w.disk+w.disk/4+1<<20)) {

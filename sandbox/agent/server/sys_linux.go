@@ -2,29 +2,13 @@ package server
 
 import "golang.org/x/sys/unix"
 
-// The Linux-only system calls of the agent server, named here so that the
-// files that use them build on other systems too (sys_other.go), where the
-// agent does not serve (hardenProcess refuses) but its package is built
-// into every program that uses a sandbox.
-
-// rlimitRTTIME is the resource that carries a command's tag (tags.go).
-const rlimitRTTIME = unix.RLIMIT_RTTIME
+// The Linux-only system calls of the workspace, named here so that the
+// files that use them build on other systems too (sys_other.go, and
+// sys_windows.go without Unix).
 
 // oPath opens a directory only as a handle to walk from, with no read
-// permission needed (fs.go's ancestor check).
+// permission needed (sys_unix.go's ancestor check, within).
 const oPath = unix.O_PATH
-
-// prlimit reads and sets the rlimits of process pid (0: the agent).
-func prlimit(pid int, resource int, newLimit *unix.Rlimit, old *unix.Rlimit) error {
-	return unix.Prlimit(pid, resource, newLimit, old)
-}
-
-// setChildSubreaper makes the agent the parent of the orphans of the
-// processes it starts, so that they stay in its tree to be found and
-// killed.
-func setChildSubreaper() error {
-	return unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-}
 
 // openPathFD returns an O_PATH descriptor of dir for openBeneath, or -1
 // (searches then open through os.Root).

@@ -54,7 +54,7 @@ type FrameType uint8
 
 // Frame types. Client->agent: Hello, Request, Stdin, StdinClose, Cancel,
 // Signal, Ack. Agent->client: HelloOK, Reply, Stdout, Stderr, Event, Ack, Blob,
-// ConnOpen. Either way: ConnData, ConnAck, ConnEOF, ConnClose (tunnel.go;
+// ConnOpen. Either way: ConnData, ConnAck, ConnEOF, ConnClose (package agent/internal/tunnel;
 // their id is a connection id the agent chose, not a request id).
 const (
 	FrameHello      FrameType = 1  // JSON Hello

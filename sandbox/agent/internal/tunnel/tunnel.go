@@ -29,7 +29,7 @@ import (
 	"github.com/sandboxkit/sandboxkit/sandbox/agent/wire"
 )
 
-// Tunnelled connections: the sandbox's egress proxy (proxy.go) accepts TCP
+// Tunnelled connections: the sandbox's egress proxy (agent/server/proxy.go) accepts TCP
 // connections on the sandbox's own loopback and carries each one over the
 // agent's stream to the host, where the egress policy decides and the host
 // dials. Both ends of one such connection are a Conn; the frames are

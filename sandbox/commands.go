@@ -224,7 +224,7 @@ func (c *Commands) run(ctx context.Context, cmd Command) (*Result, error) {
 			cmd.OnOutput(Chunk{Stream: s, Data: append([]byte(nil), b...)})
 		}
 	}}
-	call, err := sb.client.Start("exec", wire.ExecRequest{
+	call, err := sb.client.Start(wire.OpExec.Name, wire.ExecRequest{
 		Args: args, Dir: cmd.Dir, Env: envList(cmd.Env), Stdin: cmd.Stdin != nil,
 		TimeoutMs: timeout.Milliseconds(), MaxOutput: sb.cfg.limits.MaxOutputBytes,
 		OutputFile: cmd.OutputFile, OutputFileLimit: cmd.OutputFileLimit,
@@ -386,7 +386,7 @@ func (c *Commands) start(ctx context.Context, cmd Command) (*Job, error) {
 		}
 	}
 	var rep wire.ExecReply
-	err = sb.client.Do(ctx, "exec", wire.ExecRequest{
+	err = sb.client.Do(ctx, wire.OpExec.Name, wire.ExecRequest{
 		Args: args, Dir: cmd.Dir, Env: envList(cmd.Env), Stdin: cmd.Stdin != nil || cmd.OpenStdin,
 		TimeoutMs: timeout.Milliseconds(), Job: true, RingBytes: jobRingBytes,
 		OutputFile: cmd.OutputFile, OutputFileLimit: cmd.OutputFileLimit,
@@ -428,7 +428,7 @@ func (c *Commands) Jobs(ctx context.Context) ([]JobStatus, error) {
 		return nil, err
 	}
 	var list []wire.JobStatus
-	if err := c.sb.client.Do(ctx, "job.list", nil, &list); err != nil {
+	if err := c.sb.client.Do(ctx, wire.OpJobList.Name, nil, &list); err != nil {
 		return nil, wrapErr(op, err)
 	}
 	out := make([]JobStatus, len(list))
@@ -449,7 +449,7 @@ func (j *Job) Output(ctx context.Context, since int64) (*JobOutput, error) {
 		return nil, newError(CodeInvalidArgument, op, "cursor %d is negative", since)
 	}
 	var out wire.JobOutput
-	if err := j.sb.client.Do(ctx, "job.output", wire.JobOutputRequest{ID: j.ID, Since: since}, &out); err != nil {
+	if err := j.sb.client.Do(ctx, wire.OpJobOutput.Name, wire.JobOutputRequest{ID: j.ID, Since: since}, &out); err != nil {
 		return nil, wrapErr(op, err)
 	}
 	return &JobOutput{Data: string(out.Data), Next: out.Next, Dropped: out.Dropped, Status: jobStatus(out.Status)}, nil
@@ -462,7 +462,7 @@ func (j *Job) Status(ctx context.Context) (JobStatus, error) {
 		return JobStatus{}, err
 	}
 	var st wire.JobStatus
-	if err := j.sb.client.Do(ctx, "job.status", wire.JobRef{ID: j.ID}, &st); err != nil {
+	if err := j.sb.client.Do(ctx, wire.OpJobStatus.Name, wire.JobRef{ID: j.ID}, &st); err != nil {
 		return JobStatus{}, wrapErr(op, err)
 	}
 	return jobStatus(st), nil
@@ -475,7 +475,7 @@ func (j *Job) Wait(ctx context.Context) (JobStatus, error) {
 		return JobStatus{}, err
 	}
 	var st wire.JobStatus
-	if err := j.sb.client.Do(ctx, "job.wait", wire.JobRef{ID: j.ID}, &st); err != nil {
+	if err := j.sb.client.Do(ctx, wire.OpJobWait.Name, wire.JobRef{ID: j.ID}, &st); err != nil {
 		return JobStatus{}, wrapErr(op, err)
 	}
 	return jobStatus(st), nil
@@ -491,7 +491,7 @@ func (j *Job) Signal(ctx context.Context, sig syscall.Signal) error {
 	start := time.Now()
 	err := j.sb.check(op)
 	if err == nil {
-		err = wrapErr(op, j.sb.client.Do(ctx, "job.kill", wire.JobSignalRequest{ID: j.ID, Signal: int(sig)}, nil))
+		err = wrapErr(op, j.sb.client.Do(ctx, wire.OpJobKill.Name, wire.JobSignalRequest{ID: j.ID, Signal: int(sig)}, nil))
 	}
 	j.sb.auditEvent(ctx, op, j.ID+" "+sig.String(), start, err)
 	return err
@@ -506,7 +506,7 @@ func (j *Job) Write(ctx context.Context, p []byte) error {
 	}
 	for len(p) > 0 {
 		n := min(len(p), 1<<20)
-		if err := j.sb.client.Do(ctx, "job.stdin", wire.JobStdinRequest{ID: j.ID, Data: p[:n]}, nil); err != nil {
+		if err := j.sb.client.Do(ctx, wire.OpJobStdin.Name, wire.JobStdinRequest{ID: j.ID, Data: p[:n]}, nil); err != nil {
 			return wrapErr(op, err)
 		}
 		p = p[n:]
@@ -520,5 +520,5 @@ func (j *Job) CloseStdin(ctx context.Context) error {
 	if err := j.sb.check(op); err != nil {
 		return err
 	}
-	return wrapErr(op, j.sb.client.Do(ctx, "job.stdin", wire.JobStdinRequest{ID: j.ID, Close: true}, nil))
+	return wrapErr(op, j.sb.client.Do(ctx, wire.OpJobStdin.Name, wire.JobStdinRequest{ID: j.ID, Close: true}, nil))
 }

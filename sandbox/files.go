@@ -171,7 +171,7 @@ func (f *Files) Read(ctx context.Context, path string, opt ReadOptions) (*FileCo
 		opt.MaxBytes = DefaultReadMaxBytes
 	}
 	var rep wire.FSReadReply
-	if err := f.do(ctx, "Files.Read", "fs.read", path, wire.FSReadRequest{Path: path, Offset: opt.Offset, Limit: opt.Limit, MaxBytes: opt.MaxBytes}, &rep); err != nil {
+	if err := f.do(ctx, "Files.Read", wire.OpFSRead.Name, path, wire.FSReadRequest{Path: path, Offset: opt.Offset, Limit: opt.Limit, MaxBytes: opt.MaxBytes}, &rep); err != nil {
 		return nil, err
 	}
 	return &FileContent{Data: rep.Data, Size: rep.Size, Binary: rep.Binary, Lines: rep.Lines, More: rep.More, Truncated: rep.Truncated,
@@ -216,7 +216,7 @@ func (f *Files) write(ctx context.Context, op, path string, data []byte, mode fs
 	if mode&^fs.ModePerm != 0 {
 		return newError(CodeInvalidArgument, op, "mode %v has bits other than permissions", mode)
 	}
-	return f.do(ctx, op, "fs.write", fmt.Sprintf("%s (%d bytes)", path, len(data)), wire.FSWriteRequest{Path: path, Data: data, Mode: uint32(mode), Append: app}, nil)
+	return f.do(ctx, op, wire.OpFSWrite.Name, fmt.Sprintf("%s (%d bytes)", path, len(data)), wire.FSWriteRequest{Path: path, Data: data, Mode: uint32(mode), Append: app}, nil)
 }
 
 // EditOptions tunes Files.Edit.
@@ -232,7 +232,7 @@ type EditOptions struct {
 // file is replaced atomically, as by Write.
 func (f *Files) Edit(ctx context.Context, path, old, new string, opt EditOptions) (int, error) {
 	var rep wire.FSEditReply
-	err := f.do(ctx, "Files.Edit", "fs.edit", path, wire.FSEditRequest{Path: path, Old: old, New: new, ReplaceAll: opt.ReplaceAll}, &rep)
+	err := f.do(ctx, "Files.Edit", wire.OpFSEdit.Name, path, wire.FSEditRequest{Path: path, Old: old, New: new, ReplaceAll: opt.ReplaceAll}, &rep)
 	return rep.Replacements, err
 }
 
@@ -242,7 +242,7 @@ func (f *Files) List(ctx context.Context, path string, opt ListOptions) (*Listin
 		opt.Max = DefaultListMax
 	}
 	var rep wire.FSListReply
-	if err := f.do(ctx, "Files.List", "fs.list", path, wire.FSListRequest{Path: path, Depth: opt.Depth, Hidden: opt.Hidden, Max: opt.Max}, &rep); err != nil {
+	if err := f.do(ctx, "Files.List", wire.OpFSList.Name, path, wire.FSListRequest{Path: path, Depth: opt.Depth, Hidden: opt.Hidden, Max: opt.Max}, &rep); err != nil {
 		return nil, err
 	}
 	l := &Listing{Truncated: rep.Truncated, Entries: make([]Entry, len(rep.Entries))}
@@ -255,13 +255,13 @@ func (f *Files) List(ctx context.Context, path string, opt ListOptions) (*Listin
 // Stat describes one path (a symlink itself, not its target).
 func (f *Files) Stat(ctx context.Context, path string) (Entry, error) {
 	var rep wire.Entry
-	err := f.do(ctx, "Files.Stat", "fs.stat", path, wire.FSPathRequest{Path: path}, &rep)
+	err := f.do(ctx, "Files.Stat", wire.OpFSStat.Name, path, wire.FSPathRequest{Path: path}, &rep)
 	return entry(rep), err
 }
 
 // Mkdir creates a directory and its parents.
 func (f *Files) Mkdir(ctx context.Context, path string) error {
-	return f.do(ctx, "Files.Mkdir", "fs.mkdir", path, wire.FSPathRequest{Path: path}, nil)
+	return f.do(ctx, "Files.Mkdir", wire.OpFSMkdir.Name, path, wire.FSPathRequest{Path: path}, nil)
 }
 
 // MoveOptions tunes Files.Move.
@@ -274,7 +274,7 @@ type MoveOptions struct {
 // Move renames a file or directory. An existing destination is replaced
 // only when opt.Overwrite is set.
 func (f *Files) Move(ctx context.Context, from, to string, opt MoveOptions) error {
-	return f.do(ctx, "Files.Move", "fs.move", from+" -> "+to, wire.FSMoveRequest{From: from, To: to, Overwrite: opt.Overwrite}, nil)
+	return f.do(ctx, "Files.Move", wire.OpFSMove.Name, from+" -> "+to, wire.FSMoveRequest{From: from, To: to, Overwrite: opt.Overwrite}, nil)
 }
 
 // CopyOptions tunes Files.Copy.
@@ -287,7 +287,7 @@ type CopyOptions struct {
 // Copy copies a file or a directory tree. An existing destination is
 // replaced only when opt.Overwrite is set.
 func (f *Files) Copy(ctx context.Context, from, to string, opt CopyOptions) error {
-	return f.do(ctx, "Files.Copy", "fs.copy", from+" -> "+to, wire.FSMoveRequest{From: from, To: to, Overwrite: opt.Overwrite}, nil)
+	return f.do(ctx, "Files.Copy", wire.OpFSCopy.Name, from+" -> "+to, wire.FSMoveRequest{From: from, To: to, Overwrite: opt.Overwrite}, nil)
 }
 
 // RemoveOptions tunes Files.Remove.
@@ -300,7 +300,7 @@ type RemoveOptions struct {
 // Remove deletes a file, or a directory with its contents when
 // opt.Recursive is set (a non-empty directory otherwise fails).
 func (f *Files) Remove(ctx context.Context, path string, opt RemoveOptions) error {
-	return f.do(ctx, "Files.Remove", "fs.remove", path, wire.FSPathRequest{Path: path, Recursive: opt.Recursive}, nil)
+	return f.do(ctx, "Files.Remove", wire.OpFSRemove.Name, path, wire.FSPathRequest{Path: path, Recursive: opt.Recursive}, nil)
 }
 
 // Chmod sets permission bits (0-0777; setuid, setgid and sticky bits are
@@ -309,7 +309,7 @@ func (f *Files) Chmod(ctx context.Context, path string, mode fs.FileMode) error 
 	if mode&^fs.ModePerm != 0 {
 		return newError(CodeInvalidArgument, "Files.Chmod", "mode %v: only permission bits (0-0777) can be set", mode)
 	}
-	return f.do(ctx, "Files.Chmod", "fs.chmod", fmt.Sprintf("%s %#o", path, mode), wire.FSChmodRequest{Path: path, Mode: uint32(mode)}, nil)
+	return f.do(ctx, "Files.Chmod", wire.OpFSChmod.Name, fmt.Sprintf("%s %#o", path, mode), wire.FSChmodRequest{Path: path, Mode: uint32(mode)}, nil)
 }
 
 // Search finds lines matching a regular expression, skipping binary files
@@ -319,7 +319,7 @@ func (f *Files) Search(ctx context.Context, opt SearchOptions) (*SearchResult, e
 		opt.MaxResults = DefaultSearchMaxResults
 	}
 	var rep wire.FSSearchReply
-	if err := f.do(ctx, "Files.Search", "fs.search", opt.Pattern, wire.FSSearchRequest{
+	if err := f.do(ctx, "Files.Search", wire.OpFSSearch.Name, opt.Pattern, wire.FSSearchRequest{
 		Pattern: opt.Pattern, Path: opt.Path, Include: opt.Include, Exclude: opt.Exclude,
 		IgnoreCase: opt.IgnoreCase, MaxResults: opt.MaxResults, All: opt.All,
 	}, &rep); err != nil {
@@ -345,7 +345,7 @@ type GlobResult struct {
 // relative path, with "**" for any number of directories.
 func (f *Files) Glob(ctx context.Context, pattern, dir string) (*GlobResult, error) {
 	var rep wire.FSGlobReply
-	if err := f.do(ctx, "Files.Glob", "fs.glob", pattern, wire.FSGlobRequest{Pattern: pattern, Path: dir}, &rep); err != nil {
+	if err := f.do(ctx, "Files.Glob", wire.OpFSGlob.Name, pattern, wire.FSGlobRequest{Pattern: pattern, Path: dir}, &rep); err != nil {
 		return nil, err
 	}
 	return &GlobResult{Paths: rep.Paths, Truncated: rep.Truncated}, nil
@@ -377,7 +377,7 @@ func (f *Files) copyIn(ctx context.Context, dir string, tarStream io.Reader) err
 	if err := checkNewNames(op, dir); err != nil {
 		return err
 	}
-	call, err := f.sb.client.Start("fs.copyin", wire.FSPathRequest{Path: dir}, agent.Handlers{})
+	call, err := f.sb.client.Start(wire.OpFSCopyIn.Name, wire.FSPathRequest{Path: dir}, agent.Handlers{})
 	if err != nil {
 		return wrapErr(op, err)
 	}
@@ -447,7 +447,7 @@ func (f *Files) copyOut(ctx context.Context, path string, w io.Writer) error {
 	chunks := make(chan []byte, 2*wire.Window/(32<<10))
 	var mu sync.Mutex
 	finished := false
-	call, err := f.sb.client.Start("fs.copyout", wire.FSPathRequest{Path: path}, agent.Handlers{
+	call, err := f.sb.client.Start(wire.OpFSCopyOut.Name, wire.FSPathRequest{Path: path}, agent.Handlers{
 		ManualAck: true,
 		OnData: func(_ wire.FrameType, b []byte) {
 			mu.Lock()
@@ -518,7 +518,7 @@ func createdPaths(agentOp string, args any) []string {
 	case wire.FSWriteRequest:
 		return []string{a.Path}
 	case wire.FSPathRequest:
-		if agentOp == "fs.mkdir" {
+		if agentOp == wire.OpFSMkdir.Name {
 			return []string{a.Path}
 		}
 	case wire.FSMoveRequest:

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/sandboxkit/sandboxkit/sandbox/agent/wire"
 )
 
 // PoolConfig sets how a Pool keeps its sandboxes ready. Zero fields take
@@ -323,7 +325,7 @@ func (p *Pool) Get(ctx context.Context) (*Sandbox, error) {
 			}
 		}
 		p.nudge()
-		if !ps.sb.alive() || ps.sb.client.Do(ctx, "ping", struct{}{}, nil) != nil {
+		if !ps.sb.alive() || ps.sb.client.Do(ctx, wire.OpPing.Name, struct{}{}, nil) != nil {
 			// Died or expired while waiting (its agent was killed, say):
 			// never hand out a dead sandbox. The ping is one inline round
 			// trip on the agent's stream (tens of µs), the only way to

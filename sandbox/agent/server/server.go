@@ -495,32 +495,12 @@ func (s *server) serveInline(id uint32, req wire.Request, end func(*wire.WireErr
 			s.enqueue(encodeReply(id, result, werr, blob))
 		}
 	}()
-	switch req.Op {
-	case "ping":
-		result = struct{}{}
-	case "fs.stat":
-		a, e := decodeArgs[wire.FSPathRequest](req)
-		if werr = e; e == nil {
-			result, werr = s.ws.stat(a.Path)
-		}
-	case "fs.read":
-		a, e := decodeArgs[wire.FSReadRequest](req)
-		if e != nil {
-			werr = e
-			break
-		}
-		res, done, e := s.ws.readUpTo(a, inlineReadMax)
-		if !done {
-			return false
-		}
-		result, werr = res, e
-		if rep, ok := res.(wire.FSReadReply); ok && e == nil {
-			result, blob = rep.ToBlob()
-		}
-	default:
+	o, ok := operations[req.Op]
+	if !ok || o.inline == nil {
 		return false
 	}
-	return true
+	result, werr, blob, answered = o.inline(s, req)
+	return answered
 }
 
 // replyError ends request id with an error. It runs on the read loop, so
@@ -614,60 +594,10 @@ func decodeArgs[T any](req wire.Request) (T, *wire.WireError) {
 	return v, nil
 }
 
+// call serves req from the table of operations (ops.go).
 func (s *server) call(r *request, req wire.Request) (any, *wire.WireError) {
-	switch req.Op {
-	case "ping":
-		return struct{}{}, nil
-	case "exec":
-		a, e := decodeArgs[wire.ExecRequest](req)
-		if e != nil {
-			return nil, e
-		}
-		if a.Job {
-			return s.startJob(a)
-		}
-		return s.runExec(r, a)
-	case "job.output":
-		a, e := decodeArgs[wire.JobOutputRequest](req)
-		if e != nil {
-			return nil, e
-		}
-		return s.jobs.output(a)
-	case "job.status":
-		a, e := decodeArgs[wire.JobRef](req)
-		if e != nil {
-			return nil, e
-		}
-		return s.jobs.status(a.ID)
-	case "job.wait":
-		a, e := decodeArgs[wire.JobRef](req)
-		if e != nil {
-			return nil, e
-		}
-		return s.jobs.wait(r.ctx, a.ID)
-	case "job.kill":
-		a, e := decodeArgs[wire.JobSignalRequest](req)
-		if e != nil {
-			return nil, e
-		}
-		return s.jobs.signal(a.ID, a.Signal)
-	case "job.stdin":
-		a, e := decodeArgs[wire.JobStdinRequest](req)
-		if e != nil {
-			return nil, e
-		}
-		return s.jobs.stdin(a)
-	case "job.list":
-		return s.jobs.list(), nil
-	case "job.remove":
-		a, e := decodeArgs[wire.JobRef](req)
-		if e != nil {
-			return nil, e
-		}
-		return s.jobs.remove(a.ID)
-	}
-	if res, e, ok := s.callFS(r, req); ok {
-		return res, e
+	if o, ok := operations[req.Op]; ok {
+		return o.run(s, r, req)
 	}
 	return nil, wire.Errorf(wire.CodeInvalidArgument, "unknown operation %q", req.Op)
 }

@@ -1,5 +1,10 @@
 package server
 
+// A command's output on its way out: the pumps that read its pipes, the
+// head+tail capture of a streamed command, the output file
+// (ExecRequest.OutputFile), and the end of the output once the process
+// exited (drainOutput).
+
 import (
 	"errors"
 	"os"
@@ -204,4 +209,45 @@ func drainOutput(drained <-chan struct{}, p runner.Process) (leftRunning []int) 
 	}
 	<-drained
 	return holders
+}
+
+// maxCapture caps ExecRequest.MaxOutput.
+const maxCapture = 8 << 20
+
+// capture keeps the head of a stream (streamed as produced) and a tail
+// ring, dropping and counting the middle.
+type capture struct {
+	headLeft int
+	limited  bool
+	tail     []byte
+	tailCap  int
+	dropped  int64
+}
+
+func newCapture(max int) *capture {
+	if max <= 0 {
+		return &capture{}
+	}
+	// Both tails travel base64-encoded in one reply frame (MaxPayload).
+	max = min(max, maxCapture)
+	head := max / 2
+	return &capture{headLeft: head, limited: true, tailCap: max - head}
+}
+
+// add returns the part of b to stream now; the rest is kept in the tail.
+func (c *capture) add(b []byte) []byte {
+	if !c.limited {
+		return b
+	}
+	n := min(len(b), c.headLeft)
+	c.headLeft -= n
+	out, rest := b[:n], b[n:]
+	if len(rest) > 0 {
+		c.tail = append(c.tail, rest...)
+		if over := len(c.tail) - c.tailCap; over > 0 {
+			c.dropped += int64(over)
+			c.tail = append(c.tail[:0], c.tail[over:]...)
+		}
+	}
+	return out
 }

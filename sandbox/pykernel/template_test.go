@@ -1,3 +1,5 @@
+//go:build linux
+
 package pykernel
 
 import (
@@ -8,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -254,9 +257,7 @@ func TestTemplateDeathKillsAndRestartsContexts(t *testing.T) {
 	var tpl, other int
 	fmt.Sscan(resultOf(runIn(t, c, "other", "import os; os.getppid()")), &tpl)
 	fmt.Sscan(resultOf(runIn(t, c, "other", "os.getpid()")), &other)
-	if pr, err := os.FindProcess(tpl); err != nil {
-		t.Fatal(err)
-	} else if err := pr.Kill(); err != nil {
+	if err := syscall.Kill(tpl, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "the context dies with its template", func() bool { return !alive(other) })

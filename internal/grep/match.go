@@ -72,7 +72,11 @@ type Matcher struct {
 	need []*litSet
 	pure bool
 	// chunk is the most bytes one regexp call reads (see matchBudget).
-	chunk int
+	// group is the most bytes of whole lines one call is given when
+	// the pattern has no literal: within regexp's bounded backtracker's
+	// limit, where it runs instead of the NFA (measured on the Go tree:
+	// 1.5-2.5× faster than one call per 200 KB).
+	chunk, group int
 }
 
 // matchBudget bounds the work of one regexp call, in bytes × program
@@ -82,6 +86,14 @@ type Matcher struct {
 // cancelled search keeps working; it costs nothing measurable on the Go
 // tree, whose files and lines are far shorter than a chunk.
 const matchBudget = 1 << 22
+
+// regexp runs its bounded backtracker, faster than its NFA, for programs
+// of at most maxBacktrackProg instructions over inputs shorter than
+// maxBacktrackVector bits over the program's size (regexp/backtrack.go).
+const (
+	maxBacktrackProg   = 500
+	maxBacktrackVector = 256 * 1024
+)
 
 // ErrNeedsNewline is wrapped by Compile's error for a pattern that can only
 // match across lines.
@@ -112,7 +124,12 @@ func Compile(pattern string, ignoreCase bool) (*Matcher, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &Matcher{re: re, chunk: max(4<<10, matchBudget/max(1, len(prog.Inst)))}
+	n := max(1, len(prog.Inst))
+	m := &Matcher{re: re, chunk: max(4<<10, matchBudget/n)}
+	m.group = m.chunk
+	if n <= maxBacktrackProg {
+		m.group = min(m.group, max(256, maxBacktrackVector/n-1))
+	}
 	m.scan, m.need, m.pure = prefilter(tree)
 	return m, nil
 }
@@ -238,9 +255,10 @@ func (m *Matcher) next(ctx context.Context, data []byte, pos int, cur *scanState
 		if err := ctx.Err(); err != nil {
 			return 0, 0, false, err
 		}
-		// No literal: run the pattern over a chunk of whole lines, as
-		// many as the budget allows, or over one line that is longer.
-		limit := pos + m.chunk
+		// No literal: run the pattern over a group of whole lines, or
+		// over one line that is longer (within the budget, or through
+		// the reader that can stop).
+		limit := pos + m.group
 		if limit >= len(data) {
 			// The last chunk ends at the text's end, or before its final
 			// newline, after which there is no line to match.

@@ -82,8 +82,9 @@ func TestMatcherAgreesWithPerLineRegexp(t *testing.T) {
 			if fold {
 				ref = regexp.MustCompile("(?mi)" + p)
 			}
+			group := m.group
 			for _, chunk := range []int{m.chunk, 7, 1} {
-				m.chunk = chunk
+				m.chunk, m.group = chunk, min(group, chunk)
 				for _, s := range texts {
 					want, got := perLine(ref, s), matchedLines(t, m, s)
 					if !reflect.DeepEqual(got, want) {
@@ -250,7 +251,7 @@ func FuzzMatcher(f *testing.F) {
 			return
 		}
 		if chunk > 0 {
-			m.chunk = int(chunk)
+			m.chunk, m.group = int(chunk), min(m.group, int(chunk))
 		}
 		if got, want := matchedLines(t, m, text), perLine(ref, text); !reflect.DeepEqual(got, want) {
 			t.Fatalf("pattern %q (fold %v, chunk %d) on %q: lines %q, want %q", pattern, fold, m.chunk, text, got, want)

@@ -272,7 +272,8 @@ func BenchmarkSearchGoSrc(b *testing.B) {
 		{"inner-literal", `\w+Reader\(`, false},
 		{"ignore-case", `newreader`, true},
 		{"alternation", `TODO|FIXME`, false},
-		{"no-literal", `[A-Z]{4}[0-9]+\b`, false},
+		{"digit-class", `[A-Z]{4}[0-9]+\b`, false},
+		{"no-literal", `[A-Z][a-z]+[A-Z]{3}\b`, false},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			m, err := Compile(c.pattern, c.fold)

@@ -71,6 +71,8 @@ type Matcher struct {
 	scan *litSet
 	need []*litSet
 	pure bool
+	// dfa, when not nil, decides lines instead of re (see dfa.go).
+	dfa *dfa
 	// chunk is the most bytes one regexp call reads (see matchBudget).
 	// group is the most bytes of whole lines one call is given when
 	// the pattern has no literal: within regexp's bounded backtracker's
@@ -131,6 +133,7 @@ func Compile(pattern string, ignoreCase bool) (*Matcher, error) {
 		m.group = min(m.group, max(256, maxBacktrackVector/n-1))
 	}
 	m.scan, m.need, m.pure = prefilter(tree)
+	m.dfa = newDFA(prog)
 	return m, nil
 }
 
@@ -223,6 +226,11 @@ func (m *Matcher) EachLine(ctx context.Context, data []byte, emit func(start, en
 	if m.scan != nil {
 		cur = m.scan.state()
 	}
+	var dc *dfaCache
+	if m.dfa != nil {
+		dc = m.dfa.cache()
+		defer m.dfa.pool.Put(dc)
+	}
 	pos := 0
 	for n := 0; pos < len(data); n++ {
 		// Context.Err takes a lock: look every few lines; between two
@@ -233,7 +241,7 @@ func (m *Matcher) EachLine(ctx context.Context, data []byte, emit func(start, en
 				return err
 			}
 		}
-		start, end, ok, err := m.next(ctx, data, pos, &cur)
+		start, end, ok, err := m.next(ctx, data, pos, &cur, dc)
 		if err != nil || !ok {
 			return err
 		}
@@ -247,9 +255,16 @@ func (m *Matcher) EachLine(ctx context.Context, data []byte, emit func(start, en
 
 // next finds the first matching line at or after pos, a line start, with a
 // bounded amount of work per regexp call.
-func (m *Matcher) next(ctx context.Context, data []byte, pos int, cur *scanState) (start, end int, ok bool, err error) {
+func (m *Matcher) next(ctx context.Context, data []byte, pos int, cur *scanState, dc *dfaCache) (start, end int, ok bool, err error) {
 	if m.scan != nil {
-		return m.nextCandidate(ctx, data, pos, cur)
+		return m.nextCandidate(ctx, data, pos, cur, dc)
+	}
+	if dc != nil && !dc.off {
+		start, end, ok, err := m.dfa.next(ctx, dc, data, pos)
+		if err != errGaveUp {
+			return start, end, ok, err
+		}
+		pos = start // regexp goes on from the line the automaton left
 	}
 	for pos < len(data) {
 		if err := ctx.Err(); err != nil {
@@ -270,7 +285,7 @@ func (m *Matcher) next(ctx context.Context, data []byte, pos int, cur *scanState
 			limit = pos + j
 		} else {
 			end = lineEnd(data, pos)
-			found, err := m.matchLine(ctx, data[pos:end])
+			found, err := m.matchLine(ctx, data[pos:end], nil)
 			if err != nil || found {
 				return pos, end, found, err
 			}
@@ -291,7 +306,7 @@ func (m *Matcher) next(ctx context.Context, data []byte, pos int, cur *scanState
 // nextCandidate is next for a pattern with literals: only a line holding
 // one of scan's literals (and one of each need set's) can match, and the
 // regexp runs over that line alone.
-func (m *Matcher) nextCandidate(ctx context.Context, data []byte, pos int, cur *scanState) (start, end int, ok bool, err error) {
+func (m *Matcher) nextCandidate(ctx context.Context, data []byte, pos int, cur *scanState, dc *dfaCache) (start, end int, ok bool, err error) {
 	// work counts the bytes passed over since the context was last
 	// looked at; a look every chunk of them keeps the work a cancelled
 	// search does within the budget.
@@ -314,7 +329,7 @@ func (m *Matcher) nextCandidate(ctx context.Context, data []byte, pos int, cur *
 		}
 		line := data[start:end]
 		if m.holdsNeeded(line) {
-			found, err := m.matchLine(ctx, line)
+			found, err := m.matchLine(ctx, line, dc)
 			if err != nil || found {
 				return start, end, found, err
 			}
@@ -346,7 +361,13 @@ func lineEnd(data []byte, i int) int {
 
 // matchLine reports whether line (no newline in it) holds a match. A line
 // over the budget is read through a reader that gives up when ctx ends.
-func (m *Matcher) matchLine(ctx context.Context, line []byte) (bool, error) {
+func (m *Matcher) matchLine(ctx context.Context, line []byte, dc *dfaCache) (bool, error) {
+	if dc != nil && !dc.off {
+		_, _, found, err := m.dfa.next(ctx, dc, line, 0)
+		if err != errGaveUp {
+			return found, err
+		}
+	}
 	if len(line) <= m.chunk {
 		return m.re.Match(line), nil
 	}

@@ -82,13 +82,22 @@ func TestMatcherAgreesWithPerLineRegexp(t *testing.T) {
 			if fold {
 				ref = regexp.MustCompile("(?mi)" + p)
 			}
-			group := m.group
-			for _, chunk := range []int{m.chunk, 7, 1} {
-				m.chunk, m.group = chunk, min(group, chunk)
+			if m.dfa == nil {
+				t.Fatalf("%q: no automaton", p)
+			}
+			// The automaton, then regexp with chunks of each size.
+			d, group := m.dfa, m.group
+			for _, chunk := range []int{0, m.chunk, 7, 1} {
+				m.dfa = nil
+				if chunk == 0 {
+					m.dfa = d
+				} else {
+					m.chunk, m.group = chunk, min(group, chunk)
+				}
 				for _, s := range texts {
 					want, got := perLine(ref, s), matchedLines(t, m, s)
 					if !reflect.DeepEqual(got, want) {
-						t.Errorf("pattern %q (fold %v, chunk %d) on %q: found lines %q, want %q", p, fold, chunk, s, got, want)
+						t.Errorf("pattern %q (fold %v, automaton %v, chunk %d) on %q: found lines %q, want %q", p, fold, m.dfa != nil, chunk, s, got, want)
 					}
 				}
 			}
@@ -250,10 +259,17 @@ func FuzzMatcher(f *testing.F) {
 		if err != nil {
 			return
 		}
+		want := perLine(ref, text)
+		if got := matchedLines(t, m, text); !reflect.DeepEqual(got, want) {
+			t.Fatalf("pattern %q (fold %v, automaton %v) on %q: lines %q, want %q", pattern, fold, m.dfa != nil, text, got, want)
+		}
+		// And through regexp, as for a program too large for the
+		// automaton.
+		m.dfa = nil
 		if chunk > 0 {
 			m.chunk, m.group = int(chunk), min(m.group, int(chunk))
 		}
-		if got, want := matchedLines(t, m, text), perLine(ref, text); !reflect.DeepEqual(got, want) {
+		if got := matchedLines(t, m, text); !reflect.DeepEqual(got, want) {
 			t.Fatalf("pattern %q (fold %v, chunk %d) on %q: lines %q, want %q", pattern, fold, m.chunk, text, got, want)
 		}
 	})
@@ -284,5 +300,28 @@ func TestMatcherIsLinearOnHostileInput(t *testing.T) {
 		if err != nil || len(got) != 1 || got[0] != c.line2 {
 			t.Fatalf("%q over a line of %d bytes: %d lines, %v; want line 2 only", c.pattern, len(c.line1), len(got), err)
 		}
+	}
+}
+
+// A pattern with more automaton states than a cache keeps makes the
+// automaton give up and regexp go on from the line it left: the lines
+// found are still exactly the definition's.
+func TestAutomatonGivesUpToRegexp(t *testing.T) {
+	text := string(abLines(1 << 20))
+	none, err := Compile(`[ab]*a[ab]{20}[^ab]`, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := none.dfa.cache()
+	if _, _, _, err := none.dfa.next(t.Context(), c, []byte(text), 0); err != errGaveUp || !c.off {
+		t.Fatalf("the automaton did not give up on %d states (err %v)", len(c.states), err)
+	}
+	m, err := Compile(`[ab]*a[ab]{20}b$`, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := perLine(regexp.MustCompile(`(?m)[ab]*a[ab]{20}b$`), text)
+	if got := matchedLines(t, m, text); !reflect.DeepEqual(got, want) || len(want) == 0 {
+		t.Fatalf("after giving up: %d lines, want %d", len(got), len(want))
 	}
 }

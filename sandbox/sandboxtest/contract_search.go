@@ -91,13 +91,23 @@ func testSearchWithinOneLine(t *testing.T, newSandbox Factory) {
 // files, and kept a CPU busy after the caller's deadline.
 func testSearchCancel(t *testing.T, newSandbox Factory) {
 	b := open(t, newSandbox)
-	// 6 MiB of lowercase lines: `[a-y]{200}[^a-y]` keeps about 200 states
-	// alive at every byte, and it holds no literal that a byte search
-	// could rule lines out with (`[a-y]{200}z`, used before, does: no
-	// line holds a "z", and the search is over at once).
-	line := strings.Repeat("abcdefghijklmnopqrstuvwxy", 40) + "\n"
-	b.write("big.txt", strings.Repeat(line, (6<<20)/len(line)))
-	pattern := `[a-y]{200}[^a-y]`
+	// 6 MiB of lines of a's and b's in a pseudo-random order:
+	// `[ab]*a[ab]{20}[^ab]` is expensive for every engine (an automaton
+	// needs a state per combination of the last 21 letters, an NFA a
+	// thread per letter), and no literal rules a line out. (The pattern
+	// used before, `[a-y]{200}z` over lowercase lines, is over at once
+	// now: no line holds the "z" the search looks for first.)
+	text := make([]byte, 6<<20)
+	x := uint32(1)
+	for i := range text {
+		x = x*1664525 + 1013904223
+		text[i] = "ab"[x>>31]
+		if i%1001 == 1000 {
+			text[i] = '\n'
+		}
+	}
+	b.write("big.txt", string(text))
+	pattern := `[ab]*a[ab]{20}[^ab]`
 	for _, how := range []string{"cancel", "deadline"} {
 		var ctx context.Context
 		var cancel context.CancelFunc

@@ -422,6 +422,8 @@ func (s *stream) bootstrap(ctx context.Context, ag *agentBin, host string, dead 
 				br.net.blocked = strings.HasPrefix(br.net.detail, "blocked")
 			case strings.HasPrefix(l.s, "SBX-NPROC "):
 				br.nproc, _ = strconv.Atoi(strings.TrimPrefix(l.s, "SBX-NPROC "))
+			case strings.HasPrefix(l.s, "SBX-NOFILE "):
+				br.nofile, _ = strconv.Atoi(strings.TrimPrefix(l.s, "SBX-NOFILE "))
 			case l.s == "SBX-SECCOMP ok":
 				br.seccomp = seccompFilter(ag.arch)
 			case l.s == "SBX-SECCOMP none":

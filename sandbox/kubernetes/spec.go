@@ -92,6 +92,7 @@ if host != "-":
 if nofile != "0":
     n = int(nofile)
     resource.setrlimit(resource.RLIMIT_NOFILE, (n, n))
+    print("SBX-NOFILE %d" % n)
 resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 flt = os.environ.get("SBX_SECCOMP", "")
 if flt:
@@ -287,6 +288,7 @@ func wsSize(l driver.Limits) int64 {
 type bootReport struct {
 	net     netVerdict
 	nproc   int    // RLIMIT_NPROC set, 0 for none
+	nofile  int    // RLIMIT_NOFILE set, 0 for none
 	seccomp string // the extra filter installed, "" for none
 }
 
@@ -343,6 +345,12 @@ func (d *Driver) isolation(p *plan, pod *corev1.Pod, ag *agentBin, b bootReport)
 		pids.Mechanism = why
 		gaps = append(gaps, why)
 	}
+	// The bootstrap sets RLIMIT_NOFILE only where python3 runs it, and
+	// says so: without python3 it was not set, whatever was asked.
+	openFiles := ctlR("open_files", lim.OpenFiles > 0 && b.nofile == lim.OpenFiles, "RLIMIT_NOFILE set before the agent starts", driver.RlimitNOFILE, false)
+	if lim.OpenFiles > 0 && b.nofile != lim.OpenFiles {
+		openFiles.Mechanism = "not enforced: no python3 in the image to set RLIMIT_NOFILE"
+	}
 	cs := []driver.Control{
 		ctl("network", !p.cfg.Network && nv.blocked, network),
 		ctl("filesystem", true, "read-only root file system; writable memory-backed emptyDirs /tmp and "+workspacePath),
@@ -357,7 +365,7 @@ func (d *Driver) isolation(p *plan, pod *corev1.Pod, ag *agentBin, b bootReport)
 		pids,
 		ctlR("cpu", lim.CPUSeconds > 0, "RLIMIT_CPU per process, set by the agent on each child", driver.RlimitCPU, true),
 		ctlR("file_size", lim.FileSizeBytes > 0, "RLIMIT_FSIZE per process, set by the agent on each child", driver.RlimitFSIZE, true),
-		ctlR("open_files", lim.OpenFiles > 0 && nprocSet >= 0, "RLIMIT_NOFILE set before the agent starts", driver.RlimitNOFILE, false),
+		openFiles,
 		ctl("tmp", true, fmt.Sprintf("memory-backed emptyDir /tmp sizeLimit %d", tmpSize(lim))),
 		ctl("disk", true, fmt.Sprintf("memory-backed emptyDir %s sizeLimit %d (tmpfs: hard quota)", workspacePath, wsSize(lim))),
 	}

@@ -1200,7 +1200,15 @@ def _spare(r, kids, mods):
             os._exit(0)  # the template is gone
         line += chunk
     os.close(r)
-    _adopt(int(line))
+    try:
+        _adopt(int(line))
+    except Exception as e:
+        # Say why where Go reads (when the protocol fds were reached): a
+        # thread that cannot start at the process limit, a stand-in that
+        # died before its pipes could be opened.
+        if _proto_out >= 0:
+            send({"t": "fatal", "msg": "the forked context could not take over its process: %s" % e})
+        os._exit(70)
     _serve(streams, ns)
 
 

@@ -557,17 +557,3 @@ func (call *Call) Write(p []byte) (int, error) {
 
 // CloseInput signals end of input.
 func (call *Call) CloseInput() error { return call.c.send(call.id, wire.FrameStdinClose, nil) }
-
-// Decode unmarshals a call's result.
-func Decode[T any](res json.RawMessage, err error) (T, error) {
-	var v T
-	if err != nil {
-		return v, err
-	}
-	if len(res) > 0 {
-		if err := json.Unmarshal(res, &v); err != nil {
-			return v, fmt.Errorf("%w: bad result: %v", wire.ErrProtocol, err)
-		}
-	}
-	return v, nil
-}

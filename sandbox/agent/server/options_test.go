@@ -106,7 +106,7 @@ func TestCommandTimeoutRunsOnTheServersClock(t *testing.T) {
 	clock.fire <- time.Time{}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	rep, err := agent.Decode[wire.ExecReply](call.WaitContext(ctx))
+	rep, err := decodeResult[wire.ExecReply](call.WaitContext(ctx))
 	if err != nil || !rep.TimedOut {
 		t.Fatalf("after the clock's timer fired: %+v, %v; want the command timed out", rep, err)
 	}

@@ -32,7 +32,7 @@ func execOut(t *testing.T, c *agent.Client, req wire.ExecRequest) (wire.ExecRepl
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	rep, err := agent.Decode[wire.ExecReply](call.WaitContext(ctx))
+	rep, err := decodeResult[wire.ExecReply](call.WaitContext(ctx))
 	mu.Lock()
 	defer mu.Unlock()
 	return rep, out.String(), err

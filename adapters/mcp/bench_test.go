@@ -16,17 +16,21 @@ import (
 // of calling the same toolkit directly in the same run:
 //
 //   - floor=toolkit.Call: the toolkit alone (decode, validate, run, render);
+//
 //   - sdk=trivial-tool: the go-sdk alone, client and server, in memory, with
 //     a tool that returns a constant: what any go-sdk server costs per call,
 //     before this adapter does anything;
+//
 //   - mcp=in-memory: this server and a go-sdk client over the SDK's
 //     in-memory transport: the SDK's cost on both sides plus this adapter;
+//
 //   - mcp=lines: this server over a LineTransport (the stdio transport of
 //     `sandboxkit mcp`) on an in-memory pipe, driven by raw JSON lines: what
 //     a call costs the server, whatever language the client is written in;
+//
 //   - mcp=streamable-http: a go-sdk client over loopback streamable HTTP.
 //
-//	go test -run '^$' -bench Call -benchmem -count 5 ./adapters/mcp
+//     go test -run '^$' -bench Call -benchmem -count 5 ./adapters/mcp
 func BenchmarkCall(b *testing.B) {
 	args := map[string]any{"text": "hello"}
 	raw, _ := json.Marshal(args)

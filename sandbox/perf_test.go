@@ -1,7 +1,8 @@
 package sandbox_test
 
 // Benchmarks against their floors in the same run (issue 2 targets: a
-// command <= 2x a plain exec; a small read <= 200 µs; search <= 2x grep).
+// command <= 2x a plain exec; a small read <= 200 µs; search <= 2x grep;
+// issue 22: search <= 1.0x ripgrep).
 // Each pairs the sandbox with its floor iteration by iteration and reports
 // medians and the ratio (sandboxtest.CompareWithFloors):
 //

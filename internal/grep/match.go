@@ -41,15 +41,18 @@ import (
 // (`func New[A-Z]\w*Reader` holds "func New" and "Reader"; `(?i)todo|fixme`
 // one of two words in any case). The matcher finds those with a byte
 // search (bytes.IndexByte on the literal's rarest byte: SIMD, gigabytes per
-// second) over the whole buffer, and runs the regular expression only on a
-// line that holds them; a line that lacks one of the other literals is
-// passed over without it. Go's regexp runs at tens of megabytes per second,
-// so on source code this is most of the difference to ripgrep (see
-// literal.go). A pattern without such a literal is run over chunks of whole
-// lines.
+// second) over the whole buffer, and decides only a line that holds them;
+// a line that lacks one of the other literals is passed over (literal.go).
+// Lines are decided by a lazy DFA (dfa.go), one table load per byte, where
+// Go's regexp simulates an NFA at tens of megabytes per second; regexp
+// remains for programs too large for the DFA and for patterns whose states
+// outgrow its cache. Without a literal, the DFA reads the whole buffer in
+// one pass.
 //
-// Why it is linear: Go's regexp runs in time linear in its input, but only
-// per call. Each call here starts at a line start and the next one starts
+// Why it is linear: the DFA does a table load per byte, or at most one
+// step over the program when it builds a state, and hands over to regexp
+// when it builds too many. Go's regexp runs in time linear in its input,
+// but only per call. Each call here starts at a line start and the next one starts
 // after the line that held the previous match or candidate, so no byte is
 // read by more than one regexp call. The literal search moves forward only
 // (each literal's next occurrence is remembered) and checks at most

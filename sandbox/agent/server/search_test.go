@@ -2,11 +2,13 @@ package server
 
 import (
 	"context"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
 	"testing"
 
+	"github.com/sandboxkit/sandboxkit/internal/grep"
 	"github.com/sandboxkit/sandboxkit/sandbox/agent/wire"
 )
 
@@ -147,5 +149,43 @@ func BenchmarkWorkspaceSearchGoSrc(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// The workspace as the engine reads it (one-call opens beneath the root,
+// directories read with getdents) finds exactly what the engine finds
+// through os.DirFS over the same tree.
+func TestSearchFSAgreesWithDirFS(t *testing.T) {
+	root := "/usr/local/go/src/regexp"
+	if _, err := os.Stat(root); err != nil {
+		t.Skip("no Go source tree at", root)
+	}
+	w, err := openWorkspace(wire.Hello{Workspace: root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.close()
+	for _, p := range []string{`func \w+\(`, `(?i)match`, `^$`, `[A-Z]{3}`} {
+		m, werr := compilePattern(p, false)
+		if werr != nil {
+			t.Fatal(werr)
+		}
+		want, err := grep.Search(t.Context(), os.DirFS(root).(fs.ReadDirFS), ".", m, grep.Options{MaxFileSize: maxSearchFile, MaxLineBytes: maxMatchLine})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, werr := w.search(t.Context(), wire.FSSearchRequest{Pattern: p, MaxResults: 1 << 30})
+		if werr != nil {
+			t.Fatal(werr)
+		}
+		got := res.(wire.FSSearchReply)
+		if got.Files != want.Files || len(got.Matches) != len(want.Matches) || len(want.Matches) == 0 {
+			t.Fatalf("%q: the workspace gave %d matches in %d files, os.DirFS %d in %d", p, len(got.Matches), got.Files, len(want.Matches), want.Files)
+		}
+		for i, mt := range want.Matches {
+			if g := got.Matches[i]; g.Path != mt.Path || g.Line != mt.Line || g.Text != mt.Text {
+				t.Fatalf("%q: match %d is %+v, want %+v", p, i, g, mt)
+			}
+		}
 	}
 }

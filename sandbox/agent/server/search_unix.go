@@ -35,9 +35,11 @@ func (s searchFS) ReadDir(name string) ([]fs.DirEntry, error) {
 	if err != nil {
 		return nil, &fs.PathError{Op: "readdir", Path: name, Err: err}
 	}
-	f := os.NewFile(uintptr(fd), name)
-	defer f.Close()
-	return f.ReadDir(-1)
+	ents, err := readDirFD(s.w, fd, name)
+	if err != nil {
+		return ents, &fs.PathError{Op: "readdir", Path: name, Err: err}
+	}
+	return ents, nil
 }
 
 // fdFile is a file opened for search: a bare descriptor, read with one

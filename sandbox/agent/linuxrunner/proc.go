@@ -4,6 +4,7 @@ package linuxrunner
 
 import (
 	"bytes"
+	"io"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -589,13 +590,23 @@ func (p *proc) Signal(sr wire.SignalRequest) {
 func (p *proc) PID() int { return p.pid }
 
 // Stdin is where the process's input goes (runner.Process).
-func (p *proc) Stdin() *os.File { return p.stdin }
+func (p *proc) Stdin() io.WriteCloser {
+	if p.stdin == nil {
+		return nil // an untyped nil: the server tests for it
+	}
+	return p.stdin
+}
 
 // Stdout is the process's output (runner.Process).
-func (p *proc) Stdout() *os.File { return p.stdout }
+func (p *proc) Stdout() runner.Output { return p.stdout }
 
 // Stderr is the process's error output, nil on a pty (runner.Process).
-func (p *proc) Stderr() *os.File { return p.stderr }
+func (p *proc) Stderr() runner.Output {
+	if p.stderr == nil {
+		return nil
+	}
+	return p.stderr
+}
 
 // Done is closed once the reaper collected the process (runner.Process).
 func (p *proc) Done() <-chan struct{} { return p.done }

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"io"
 	"os"
 	"os/exec"
 	"sync"
@@ -115,10 +116,20 @@ func (r *plain) Start(spec Spec) (Process, error) {
 	return p, nil
 }
 
-func (p *plainProc) PID() int              { return p.cmd.Process.Pid }
-func (p *plainProc) Stdin() *os.File       { return p.stdin }
-func (p *plainProc) Stdout() *os.File      { return p.stdout }
-func (p *plainProc) Stderr() *os.File      { return p.stderr }
+func (p *plainProc) PID() int { return p.cmd.Process.Pid }
+func (p *plainProc) Stdin() io.WriteCloser {
+	if p.stdin == nil {
+		return nil // an untyped nil: the server tests for it
+	}
+	return p.stdin
+}
+func (p *plainProc) Stdout() Output { return p.stdout }
+func (p *plainProc) Stderr() Output {
+	if p.stderr == nil {
+		return nil
+	}
+	return p.stderr
+}
 func (p *plainProc) Done() <-chan struct{} { return p.done }
 
 func (p *plainProc) Exit() (int, string, time.Time, time.Time) {

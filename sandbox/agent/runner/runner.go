@@ -13,7 +13,7 @@ package runner
 import (
 	"errors"
 	"fmt"
-	"os"
+	"io"
 	"time"
 
 	"github.com/sandboxkit/sandboxkit/sandbox/agent/wire"
@@ -52,6 +52,11 @@ type Spec struct {
 	Rows, Cols uint16
 	// Rlimits are applied to the process before it can run user code.
 	Rlimits []wire.Rlimit
+	// Request is the exec request as the client sent it (the call's own
+	// environment and directory, timeout, job or not). A runner that
+	// starts real processes has what it needs above; the fake backend's
+	// scripted runner records calls with it.
+	Request wire.ExecRequest
 }
 
 // Process is one started process and the command it leads: its process
@@ -64,9 +69,9 @@ type Process interface {
 	// for a pty), Stderr its error output (nil for a pty). The server
 	// reads, writes and closes them; Stdout and Stderr must honour read
 	// deadlines (a pipe or terminal served by the runtime's poller).
-	Stdin() *os.File
-	Stdout() *os.File
-	Stderr() *os.File
+	Stdin() io.WriteCloser
+	Stdout() Output
+	Stderr() Output
 	// Done is closed when the process has exited.
 	Done() <-chan struct{}
 	// Exit reports, once Done is closed, the shell-style exit code (128+n
@@ -92,6 +97,25 @@ type Process interface {
 	// server then stops waiting for the end of the output and reports
 	// them as left running.
 	OutputHolders() []int
+}
+
+// Looker is a Runner that finds programs itself. The server resolves
+// Spec.Path, and reports where python3 and bash are, with LookPath when
+// its runner has it (the fake backend's programs are its script's, not
+// files), and on the sandbox's PATH in its file system otherwise.
+type Looker interface {
+	// LookPath returns the program name resolves to on the PATH of env,
+	// "" when there is none.
+	LookPath(name string, env []string) string
+}
+
+// Output is a process's output as the server reads it: a pipe or a
+// terminal (an *os.File the runtime's poller serves), or the fake
+// backend's in-memory pipe. A read deadline ends a read that waits (the
+// server stops reading a command's output with it).
+type Output interface {
+	io.ReadCloser
+	SetReadDeadline(t time.Time) error
 }
 
 // LimitError is a Start that failed because a resource limit could not be

@@ -6,7 +6,6 @@ package server
 
 import (
 	"errors"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -75,15 +74,19 @@ func (s *server) startProcess(a wire.ExecRequest) (runner.Process, *wire.WireErr
 	env := mergeEnv(s.hello.Env, a.Env)
 	path := a.Args[0]
 	if !strings.Contains(path, "/") {
-		if p := lookPathIn(path, env); p != "" {
+		if p := s.lookPath(path, env); p != "" {
 			path = p
 		} else {
 			return nil, wire.Errorf(wire.CodeNotFound, "program %q not found on the sandbox PATH", a.Args[0])
 		}
 	}
 	p, err := s.runner.Start(runner.Spec{Path: path, Args: a.Args, Env: env, Dir: dir, Stdin: a.Stdin,
-		Pty: a.Pty, Rows: a.Rows, Cols: a.Cols, Rlimits: s.hello.Rlimits})
+		Pty: a.Pty, Rows: a.Rows, Cols: a.Cols, Rlimits: s.hello.Rlimits, Request: a})
 	if err != nil {
+		var we *wire.WireError
+		if errors.As(err, &we) {
+			return nil, we // the runner's own coded refusal
+		}
 		var le *runner.LimitError
 		if errors.As(err, &le) {
 			return nil, wire.Errorf(wire.CodeExec, "cannot apply %s to %q: %v", le.Name, a.Args[0], le.Err)
@@ -117,7 +120,7 @@ func (s *server) runExec(r *request, a wire.ExecRequest) (any, *wire.WireError) 
 	stdin, stdout, stderr := p.Stdin(), p.Stdout(), p.Stderr()
 	outCap, errCap := newCapture(a.MaxOutput), newCapture(a.MaxOutput)
 	var readers sync.WaitGroup
-	streamTo := func(f *os.File, t wire.FrameType, c *capture) {
+	streamTo := func(f runner.Output, t wire.FrameType, c *capture) {
 		readers.Add(1)
 		go func() {
 			defer readers.Done()

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"sync"
 	"time"
 
@@ -57,7 +56,7 @@ type job struct {
 	id          string
 	args        []string
 	p           runner.Process
-	stdin       *os.File
+	stdin       io.WriteCloser
 	mu          sync.Mutex
 	out         ring
 	of          *outputFile   // nil without ExecRequest.OutputFile
@@ -108,12 +107,12 @@ func (s *server) startJob(a wire.ExecRequest) (any, *wire.WireError) {
 	t.pruneLocked()
 	t.mu.Unlock()
 	var readers sync.WaitGroup
-	for _, f := range []*os.File{stdout, stderr} {
+	for _, f := range []runner.Output{stdout, stderr} {
 		if f == nil {
 			continue
 		}
 		readers.Add(1)
-		go func(f *os.File) {
+		go func(f runner.Output) {
 			defer readers.Done()
 			pump(f, func(b []byte) {
 				of.write(b)
@@ -123,8 +122,10 @@ func (s *server) startJob(a wire.ExecRequest) (any, *wire.WireError) {
 			})
 		}(f)
 	}
+	// Armed before the reply: the job's time runs from its start, and a
+	// clock moved right after Start (the fake's) finds the timer there.
+	timeout, stop := s.timeoutOf(a)
 	go func() {
-		timeout, stop := s.timeoutOf(a)
 		defer stop()
 		killed := false
 		select {

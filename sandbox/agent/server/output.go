@@ -131,8 +131,10 @@ const finalDrainMax = 128 << 10
 // pump reads f until EOF, calling emit for every chunk. stopPump ends it
 // early: it then reads what the pipe holds at that moment (up to
 // finalDrainMax) and returns.
-func pump(f *os.File, emit func([]byte)) {
-	buf := make([]byte, wire.ChunkSize)
+func pump(f runner.Output, emit func([]byte)) {
+	bp := pumpBufs.Get().(*[]byte)
+	defer pumpBufs.Put(bp)
+	buf := *bp
 	for {
 		n, err := f.Read(buf)
 		if n > 0 {
@@ -147,12 +149,20 @@ func pump(f *os.File, emit func([]byte)) {
 	}
 }
 
+// pumpBufs holds pump's buffers: every command reads its output through
+// two of them (64 KiB), which was most of what a command allocated.
+var pumpBufs = sync.Pool{New: func() any { b := make([]byte, wire.ChunkSize); return &b }}
+
 // stopPump makes pump on f return after reading what f holds now.
-func stopPump(f *os.File) { _ = f.SetReadDeadline(time.Now()) }
+func stopPump(f runner.Output) { _ = f.SetReadDeadline(time.Now()) }
 
 // drainNow reads what f holds right now without waiting for more.
-func drainNow(f *os.File, buf []byte, emit func([]byte)) {
-	rc, err := f.SyscallConn()
+func drainNow(f runner.Output, buf []byte, emit func([]byte)) {
+	sc, ok := f.(syscall.Conn)
+	if !ok {
+		return // an in-memory pipe (the fake's): nothing is left behind in it
+	}
+	rc, err := sc.SyscallConn()
 	if err != nil {
 		return
 	}

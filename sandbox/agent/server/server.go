@@ -211,7 +211,7 @@ func (s *server) handleHello(p []byte) error {
 	s.ws = ws
 	host, _ := os.Hostname()
 	rep := wire.HelloReply{Version: wire.Version, PID: os.Getpid(), PID1: os.Getpid() == 1, UID: os.Getuid(), Hostname: host,
-		Python: lookPathIn("python3", h.Env), Bash: lookPathIn("bash", h.Env)}
+		Python: s.lookPath("python3", h.Env), Bash: s.lookPath("bash", h.Env)}
 	if h.Proxy != "" {
 		if s.proxy, err = s.listenProxy(h.Proxy); err != nil {
 			msg, _ := json.Marshal(wire.Reply{Error: wire.Errorf(wire.CodeExec, "agent cannot listen for the egress proxy on %s: %v", h.Proxy, err)})
@@ -229,6 +229,15 @@ func (s *server) handleHello(p []byte) error {
 		s.proxy.start()
 	}
 	return nil
+}
+
+// lookPath finds a program on the sandbox's PATH: by the runner's own
+// lookup when it has one (runner.Looker), else in the agent's file system.
+func (s *server) lookPath(name string, env []string) string {
+	if l, ok := s.runner.(runner.Looker); ok {
+		return l.LookPath(name, env)
+	}
+	return lookPathIn(name, env)
 }
 
 func lookPathIn(name string, env []string) string {

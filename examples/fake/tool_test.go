@@ -26,7 +26,7 @@ func TestFindTodosOffline(t *testing.T) {
 		t.Fatalf("find_todos in an empty dir: %q", res.Text)
 	}
 
-	// The tool kept its list in the (in-memory) workspace.
+	// The tool kept its list in the workspace.
 	if saved, _ := fk.Workspace().ReadFile("todo.txt"); !strings.Contains(string(saved), "greet by name") {
 		t.Fatalf("todo.txt holds %q", saved)
 	}

@@ -12,11 +12,15 @@
 //	calls := fk.CallsOf(fake.KindCommand) // what ran, with the policy in force
 //
 // How it works: the fake is a backend (a driver.Driver) whose stream leads
-// to a fake agent inside the test process. The fake agent speaks the real
-// agent protocol (package sandbox/agent), so everything above it (package
-// sandbox, the Python kernel client, bash sessions, the toolkit) is the
-// production code, and errors carry the same codes as on the real
-// backends. It executes nothing:
+// to the real agent server (package sandbox/agent/server) inside the test
+// process, serving a temporary directory as the workspace. Everything
+// above the stream (package sandbox, the Python kernel client, bash
+// sessions, the toolkit) and the server itself are the production code:
+// file operations, search, glob, tar in and out, symbolic links, quotas
+// from the limits, path confinement (os.Root), output caps, the job table
+// and error codes are the real ones by construction. Only the server's
+// process side (its Runner) is replaced by a script; it starts no
+// process:
 //
 //   - commands and background jobs are answered from the Script, matched on
 //     their command line (the script of `sh -c`, else the arguments joined)
@@ -27,11 +31,15 @@
 //     timeout's interrupt with KeyboardInterrupt, its state kept);
 //   - bash sessions are answered by a fake bash speaking the session
 //     protocol over the terminal stream (output, exit status, cwd, commands
-//     left running that take input and Ctrl-C);
-//   - the workspace is in memory with real file semantics: write then read,
-//     edit, list, move, copy, search, glob, tar in and out, symbolic links,
-//     quotas from the limits, and confinement errors (SBX_PATH_ESCAPE, ...)
-//     with the same codes as the agent's os.Root-based workspace.
+//     left running that take input and Ctrl-C).
+//
+// Time: command and job timeouts run on the fake's Clock, which moves only
+// when something waits for it. A hanging command moves it to its own
+// deadline at once, so a test of a 30 s timeout takes microseconds and
+// reports a 30 s Duration; Clock.Advance moves it by hand (a hanging
+// background job ends when its timeout has passed on it). Timeouts kept on
+// the host side (Python cells, session commands, the caller's context)
+// take real time.
 //
 // A call no rule answers is an error that names it and shows the rule to
 // add: a command fails with SBX_NOT_FOUND, a Python cell raises
@@ -42,6 +50,12 @@
 // Every call (files included) is recorded with its arguments and the
 // Policy in force: network allowed or not, the isolation tier reported,
 // the limits, the call's timeout and environment.
+//
+// The workspace is a directory of the host (Info().HostWorkspace, shown to
+// the code under test as /workspace), so on macOS and Windows its file
+// semantics are the host's: symbolic links, permission bits and case
+// folding follow the host's file system there (the contract suite marks
+// the cases that differ).
 //
 // What the fake is not: a security boundary or a model of a real system.
 // It reports isolation tier none (ReportTier changes that), Pause and

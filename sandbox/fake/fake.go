@@ -2,8 +2,10 @@ package fake
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -11,31 +13,46 @@ import (
 	"time"
 
 	"github.com/sandboxkit/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandboxkit/sandbox/agent"
+	agentserver "github.com/sandboxkit/sandboxkit/sandbox/agent/server"
+	"github.com/sandboxkit/sandboxkit/sandbox/agent/wire"
 	"github.com/sandboxkit/sandboxkit/sandbox/driver"
 )
 
 // WorkspacePath is where the fake sandbox's workspace appears to be, as
-// Info().Workspace and absolute paths see it.
+// Info().Workspace and absolute paths see it. The files are in a
+// temporary directory of the host (Info().HostWorkspace), removed when
+// the test ends.
 const WorkspacePath = "/workspace"
 
 // Fake is the test's handle on a fake sandbox: the Script that answers
-// calls, the Workspace, and the record of every call.
+// calls, the Clock its timeouts run on, the Workspace, and the record of
+// every call.
 type Fake struct {
 	// Script holds the rules answering commands, Python cells and shell
 	// commands. Add rules before the code under test runs (or between
 	// its calls); unanswered calls fail as described in the package doc.
 	Script *Script
+	// Clock is the fake sandbox's time: command timeouts run on it, and
+	// a hanging command moves it to its deadline at once (see Clock).
+	Clock *Clock
 
 	cfg    config
-	fs     *memFS
+	dir    string // the workspace on the host
 	rec    recorder
 	limits sandbox.Limits
 
 	mu      sync.Mutex
 	network bool
 	tier    sandbox.Tier
-	env     []string
+	env     []string // the sandbox's base environment, from the handshake
 	missing []string
+	lastPID int
+
+	// The Workspace's own connection to an agent server on dir.
+	wsOnce   sync.Once
+	wsClient *agent.Client
+	wsErr    error
 }
 
 // Option configures New.
@@ -76,13 +93,18 @@ func AllowUnscripted() Option { return func(c *config) { c.allowUnscripted = tru
 
 // New creates a fake sandbox for the test t and returns it with its
 // handle. The sandbox is a real *sandbox.Sandbox (the built-in tools and
-// every service work on it unchanged) whose backend runs nothing: see the
-// package doc. It is closed when the test ends; if any call found no rule
-// in the script, the test then fails with the list of those calls and how
-// to script them (unless AllowUnscripted).
+// every service work on it unchanged) served by the real agent server on
+// a temporary directory, with a script in place of processes: see the
+// package doc. It is closed, and its directory removed, when the test
+// ends; if any call found no rule in the script, the test then fails with
+// the list of those calls and how to script them (unless AllowUnscripted).
 func New(t testing.TB, opts ...Option) (*sandbox.Sandbox, *Fake) {
 	t.Helper()
-	fk := &Fake{Script: &Script{}, fs: newMemFS(WorkspacePath)}
+	dir, err := os.MkdirTemp("", "sandboxkit-fake-")
+	if err != nil {
+		t.Fatalf("fake.New: a directory for the workspace: %v", err)
+	}
+	fk := &Fake{Script: &Script{}, Clock: newClock(time.Now()), dir: dir}
 	for _, o := range opts {
 		o(&fk.cfg)
 	}
@@ -90,6 +112,7 @@ func New(t testing.TB, opts ...Option) (*sandbox.Sandbox, *Fake) {
 	sopts := append([]sandbox.Option{sandbox.WithDriver(&fakeDriver{fk: fk})}, fk.cfg.sandboxOpts...)
 	sb, err := sandbox.New(context.Background(), sopts...)
 	if err != nil {
+		os.RemoveAll(dir)
 		t.Fatalf("fake.New: %v", err)
 	}
 	info := sb.Info()
@@ -98,6 +121,10 @@ func New(t testing.TB, opts ...Option) (*sandbox.Sandbox, *Fake) {
 	fk.mu.Unlock()
 	t.Cleanup(func() {
 		_ = sb.Close()
+		if fk.wsClient != nil {
+			fk.wsClient.Close()
+		}
+		os.RemoveAll(dir)
 		fk.mu.Lock()
 		missing := slices.Clone(fk.missing)
 		fk.mu.Unlock()
@@ -108,8 +135,9 @@ func New(t testing.TB, opts ...Option) (*sandbox.Sandbox, *Fake) {
 	return sb, fk
 }
 
-// Workspace returns the in-memory workspace.
-func (fk *Fake) Workspace() *Workspace { return &Workspace{fk.fs} }
+// Workspace returns the workspace, for the test to prepare and check
+// files.
+func (fk *Fake) Workspace() *Workspace { return &Workspace{fk: fk} }
 
 // Calls returns every call recorded so far, oldest first.
 func (fk *Fake) Calls() []Call { return fk.rec.all() }
@@ -138,7 +166,8 @@ func (fk *Fake) unscripted(msg string) {
 	fk.missing = append(fk.missing, msg)
 }
 
-// policy is what is in force for a call with the given timeout and env.
+// policy is what is in force for a call with the given timeout and the
+// environment it adds.
 func (fk *Fake) policy(timeout time.Duration, env []string) Policy {
 	fk.mu.Lock()
 	defer fk.mu.Unlock()
@@ -160,8 +189,69 @@ func mergeEnv(base, extra []string) []string {
 	return out
 }
 
-// fakeDriver is the backend: its instance's stream leads to the fake
-// agent in this process.
+// observe records the file and job calls the agent server receives (the
+// runner records commands, Python cells and session commands, which it
+// answers). It runs on the server's request loop.
+func (fk *Fake) observe(op string, args json.RawMessage) func(*wire.WireError) {
+	kind := KindFile
+	switch {
+	case strings.HasPrefix(op, "job."):
+		kind = KindJob
+	case !strings.HasPrefix(op, "fs."):
+		return nil // exec (recorded by the runner), ping
+	}
+	var a struct {
+		Path, From, To, Pattern, ID string
+	}
+	_ = json.Unmarshal(args, &a)
+	c := Call{Kind: kind, Op: op, Text: a.Path, Scripted: true, Policy: fk.policy(0, nil)}
+	switch {
+	case kind == KindJob:
+		c.Text = a.ID
+	case op == "fs.move" || op == "fs.copy":
+		c.Text, c.Args = a.From, []string{a.From, a.To}
+	case op == "fs.search" || op == "fs.glob":
+		c.Text, c.Args = a.Pattern, []string{a.Pattern, a.Path}
+	}
+	idx := fk.rec.add(fk.Clock, c)
+	return func(e *wire.WireError) {
+		if e != nil {
+			fk.rec.setErr(idx, string(e.Code))
+		}
+	}
+}
+
+// serve runs the agent server for one sandbox on conn.
+func (fk *Fake) serve(conn io.ReadWriteCloser) error {
+	return agentserver.Serve(conn, agentserver.ServeOptions{
+		WorkspaceDir: fk.dir,
+		Observe:      fk.observe,
+		Clock:        fk.Clock,
+		Runner:       newScriptRunner(fk),
+	})
+}
+
+// dialWorkspace connects the Workspace to an agent server of its own on
+// the workspace directory (its calls are not the code under test's, so
+// they are not recorded).
+func (fk *Fake) dialWorkspace() (*agent.Client, error) {
+	host, guest := net.Pipe()
+	go func() {
+		_ = agentserver.Serve(guest, agentserver.ServeOptions{WorkspaceDir: fk.dir, Runner: newScriptRunner(fk)})
+	}()
+	fk.mu.Lock()
+	h := wire.Hello{Version: wire.Version, Workspace: WorkspacePath, Env: fk.env, FileSizeBytes: fk.limits.FileSizeBytes, DiskBytes: fk.limits.DiskBytes}
+	fk.mu.Unlock()
+	c, err := agent.Dial(context.Background(), host, h)
+	if err != nil {
+		host.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// fakeDriver is the backend: its instance's stream leads to the agent
+// server in this process.
 type fakeDriver struct{ fk *Fake }
 
 func (d *fakeDriver) Name() string { return "fake" }
@@ -175,35 +265,33 @@ func (d *fakeDriver) Start(ctx context.Context, cfg driver.Config) (driver.Insta
 	fk.network = cfg.Network
 	fk.mu.Unlock()
 	host, guest := net.Pipe()
-	srv := newServer(guest, fk, fk.fs)
-	inst := &instance{conn: host, done: make(chan struct{}), tier: fk.tier, cfg: cfg}
+	inst := &instance{conn: host, done: make(chan struct{}), tier: fk.tier, cfg: cfg, dir: fk.dir}
 	go func() {
 		defer close(inst.done)
-		_ = srv.serve()
+		_ = fk.serve(guest)
 	}()
-	inst.srv = srv
 	return inst, nil
 }
 
 type instance struct {
 	conn net.Conn
-	srv  *server
 	done chan struct{}
 	tier sandbox.Tier
 	cfg  driver.Config
+	dir  string
 	once sync.Once
 }
 
 func (i *instance) Conn() io.ReadWriteCloser { return i.conn }
 
 func (i *instance) Isolation() driver.Isolation {
-	how := "fake backend: nothing is executed, so nothing can reach the network"
+	how := "fake backend: commands are answered from a script, so nothing can reach the network"
 	if i.cfg.Network {
-		how = "allowed (recorded; the fake backend executes nothing)"
+		how = "allowed (recorded; the fake backend runs no process)"
 	}
 	controls := []driver.Control{
 		{Name: "network", Enforced: !i.cfg.Network, Mechanism: how},
-		{Name: "filesystem", Enforced: true, Mechanism: "in-memory workspace; paths confined like os.Root"},
+		{Name: "filesystem", Enforced: true, Mechanism: "the agent's workspace on a temporary directory (os.Root); scripted commands reach files only through Exec.Workspace"},
 	}
 	l := i.cfg.Limits
 	for _, c := range []struct {
@@ -211,16 +299,16 @@ func (i *instance) Isolation() driver.Isolation {
 		set  bool
 	}{{"cpu", l.CPUSeconds > 0}, {"memory", l.MemoryBytes > 0}, {"pids", l.Pids > 0}, {"open_files", l.OpenFiles > 0}} {
 		if c.set {
-			controls = append(controls, driver.Control{Name: c.name, Enforced: true, Mechanism: "recorded in each call's Policy (the fake backend executes nothing)"})
+			controls = append(controls, driver.Control{Name: c.name, Enforced: true, Mechanism: "recorded in each call's Policy (the fake backend runs no process)"})
 		}
 	}
 	if l.FileSizeBytes > 0 {
-		controls = append(controls, driver.Control{Name: "file_size", Enforced: true, Mechanism: "checked by the in-memory workspace on every write"})
+		controls = append(controls, driver.Control{Name: "file_size", Enforced: true, Mechanism: "checked by the agent's workspace on every write through the file API"})
 	}
 	if l.DiskBytes > 0 {
-		controls = append(controls, driver.Control{Name: "disk", Enforced: true, Mechanism: "checked by the in-memory workspace on every write"})
+		controls = append(controls, driver.Control{Name: "disk", Enforced: true, Mechanism: "checked by the agent's workspace on every write through the file API"})
 	}
-	return driver.Isolation{Tier: i.tier, Controls: controls, WorkspacePath: WorkspacePath,
+	return driver.Isolation{Tier: i.tier, Controls: controls, WorkspacePath: WorkspacePath, HostWorkspace: i.dir,
 		Gaps: []string{"fake backend for tests: commands, Python and shells are answered from a script, not run"}}
 }
 

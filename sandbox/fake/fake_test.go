@@ -4,6 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -281,5 +285,179 @@ func TestCopyOfTheWorkspaceIntoItselfIsRefused(t *testing.T) {
 	}
 	if err := sb.Files.Copy(ctx, "", "sub", sandbox.CopyOptions{}); !errors.Is(err, sandbox.ErrInvalidArgument) {
 		t.Fatalf("Copy of the workspace into sub: %v", err)
+	}
+}
+
+// A hanging command runs into its timeout on the fake clock: a 20-minute
+// timeout ends the call at once, reporting the time, and the sandbox's
+// clock has moved by it.
+func TestHangingCommandsTimeoutIsOnTheFakeClock(t *testing.T) {
+	sb, fk := fake.New(t)
+	fk.Script.Command(fake.Exact("serve"), fake.Reply{Stdout: "listening\n", Hang: true})
+	before := fk.Clock.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	r, err := sb.Commands.Run(ctx, sandbox.Command{Shell: "serve", Timeout: 20 * time.Minute})
+	if !errors.Is(err, sandbox.ErrTimeout) || r == nil || !r.TimedOut || r.Stdout != "listening\n" {
+		t.Fatalf("Run with a 20-minute timeout: %+v %v", r, err)
+	}
+	if r.Duration != 20*time.Minute || r.Signal != "SIGTERM" {
+		t.Errorf("the command ran %s and ended by %q, want 20m and SIGTERM", r.Duration, r.Signal)
+	}
+	if moved := fk.Clock.Now().Sub(before); moved != 20*time.Minute {
+		t.Errorf("the clock moved %s, want 20m", moved)
+	}
+}
+
+// A hanging background job runs until its timeout has passed on the fake
+// clock, which Advance moves.
+func TestHangingJobEndsWhenTheClockPassesItsTimeout(t *testing.T) {
+	sb, fk := fake.New(t)
+	fk.Script.Command(fake.Exact("worker"), fake.Reply{Stdout: "working\n", Hang: true})
+	ctx := context.Background()
+	j, err := sb.Commands.Start(ctx, sandbox.Command{Shell: "worker", Timeout: 20 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fk.Clock.Advance(19 * time.Minute)
+	if st, err := j.Status(ctx); err != nil || !st.Running {
+		t.Fatalf("after 19 minutes of a 20-minute timeout: %+v %v, want running", st, err)
+	}
+	fk.Clock.Advance(time.Minute)
+	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	st, err := j.Wait(wctx)
+	if err != nil || st.Running || st.Signal != "SIGTERM" {
+		t.Fatalf("after its timeout passed: %+v %v, want ended by SIGTERM", st, err)
+	}
+	out, err := j.Output(ctx, 0)
+	if err != nil || out.Data != "working\n" {
+		t.Fatalf("its output: %+v %v", out, err)
+	}
+}
+
+// Time passes for everything at once: a hanging command that waits for
+// its own 20-minute timeout ends, on the way, a job whose ten-minute
+// timeout falls due first.
+func TestAHangingCommandMovesTheClockPastAJobsTimeout(t *testing.T) {
+	sb, fk := fake.New(t)
+	fk.Script.Command(fake.Exact("worker"), fake.Reply{Hang: true})
+	fk.Script.Command(fake.Exact("serve"), fake.Reply{Hang: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	j, err := sb.Commands.Start(ctx, sandbox.Command{Shell: "worker", Timeout: 10 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sb.Commands.Run(ctx, sandbox.Command{Shell: "serve", Timeout: 20 * time.Minute}); !errors.Is(err, sandbox.ErrTimeout) {
+		t.Fatalf("the hanging command: %v", err)
+	}
+	st, err := j.Wait(ctx)
+	if err != nil || st.Running || st.Signal != "SIGTERM" {
+		t.Fatalf("the job after 20 minutes passed: %+v %v", st, err)
+	}
+}
+
+// The workspace is a directory of the host, served as /workspace; the
+// test's Workspace handle and the sandbox see the same files, links and
+// modes, with the same confinement.
+func TestWorkspaceIsAHostDirectoryShownAsWorkspace(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("platform difference (windows, symbolic links and permission bits): the host's file system has neither as Linux does")
+	}
+	sb, fk := fake.New(t)
+	ctx := context.Background()
+	info := sb.Info()
+	if info.Workspace != fake.WorkspacePath || info.HostWorkspace == "" {
+		t.Fatalf("Info: workspace %q on the host at %q", info.Workspace, info.HostWorkspace)
+	}
+	ws := fk.Workspace()
+	if err := ws.WriteFile("src/run.sh", []byte("echo hi\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(info.HostWorkspace, "src", "run.sh")); err != nil || string(b) != "echo hi\n" {
+		t.Fatalf("on the host: %q %v", b, err)
+	}
+	if got, err := sb.Files.ReadFile(ctx, "/workspace/src/run.sh"); err != nil || string(got) != "echo hi\n" {
+		t.Fatalf("the sandbox reads %q, %v", got, err)
+	}
+	if m, err := ws.Mode("src/run.sh"); err != nil || m != 0o755 {
+		t.Fatalf("Mode: %v %v", m, err)
+	}
+	if err := ws.Symlink("src/run.sh", "link"); err != nil {
+		t.Fatal(err)
+	}
+	if err := ws.Mkdir("private"); err != nil {
+		t.Fatal(err)
+	}
+	if err := sb.Files.Chmod(ctx, "private", 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := ws.Symlink("private", "dirlink"); err != nil {
+		t.Fatal(err)
+	}
+	for p, want := range map[string]fs.FileMode{"link": 0o755, "dirlink": 0o700} {
+		if m, err := ws.Mode(p); err != nil || m != want {
+			t.Errorf("Mode(%s), a link: %v %v, want %v (the mode of what it leads to)", p, m, err, want)
+		}
+	}
+	if err := ws.Symlink("/etc", "out"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sb.Files.ReadFile(ctx, "out/passwd"); !errors.Is(err, sandbox.ErrPathEscape) {
+		t.Fatalf("reading through a link leading out: %v, want %s", err, sandbox.CodePathEscape)
+	}
+	if _, err := ws.ReadFile("../x"); sandbox.CodeOf(err) != sandbox.CodePathEscape {
+		t.Fatalf("Workspace.ReadFile(../x): %v", err)
+	}
+	if got := strings.Join(ws.Paths(), " "); got != "dirlink link out private src src/run.sh" {
+		t.Fatalf("Paths: %q", got)
+	}
+	if err := ws.Remove("src"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sb.Files.Stat(ctx, "src/run.sh"); !errors.Is(err, sandbox.ErrNotFound) {
+		t.Fatalf("after Remove: %v", err)
+	}
+	if calls := fk.CallsOf(fake.KindFile); len(calls) != 4 {
+		t.Errorf("the test's own Workspace calls were recorded: %+v", calls)
+	}
+}
+
+// Commands and jobs go through the agent server's own exec code: stdin
+// reaches the scripted command, its output can go to a workspace file,
+// a killed job ends as a command obeying SIGTERM, and the server's checks
+// (working directory, timeout bounds) answer before any rule is asked.
+func TestCommandsAndJobsGoThroughTheAgentServer(t *testing.T) {
+	sb, fk := fake.New(t)
+	fk.Script.CommandFunc(fake.Exact("cat"), func(_ context.Context, e fake.Exec) fake.Reply { return fake.Reply{Stdout: string(e.Stdin)} })
+	fk.Script.Command(fake.Exact("serve"), fake.Reply{Stdout: "up\n", Hang: true})
+	ctx := context.Background()
+	r, err := sb.Commands.Run(ctx, sandbox.Command{Shell: "cat", Stdin: strings.NewReader("piped in"), OutputFile: "logs/cat.txt"})
+	if err != nil || r.Stdout != "piped in" {
+		t.Fatalf("cat with stdin: %+v %v", r, err)
+	}
+	if got, err := fk.Workspace().ReadFile("logs/cat.txt"); err != nil || string(got) != "piped in" {
+		t.Fatalf("the output file holds %q, %v", got, err)
+	}
+	if _, err := sb.Commands.Run(ctx, sandbox.Command{Shell: "cat", Dir: "../"}); !errors.Is(err, sandbox.ErrPathEscape) {
+		t.Fatalf("a working directory outside: %v", err)
+	}
+	j, err := sb.Commands.Start(ctx, sandbox.Command{Shell: "serve"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Kill(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st, err := j.Wait(ctx)
+	if err != nil || st.Running || st.ExitCode != 143 {
+		t.Fatalf("a killed job: %+v %v", st, err)
+	}
+	if out, err := j.Output(ctx, 0); err != nil || out.Data != "up\n" {
+		t.Fatalf("its output: %+v %v", out, err)
+	}
+	if got := len(fk.CallsOf(fake.KindCommand)); got != 1 {
+		t.Errorf("%d commands recorded, want 1 (a refused working directory runs nothing)", got)
 	}
 }

@@ -7,71 +7,56 @@ import (
 	"io"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
-	"time"
 	"unicode/utf8"
-
-	"github.com/sandboxkit/sandboxkit/sandbox/agent/wire"
 )
 
-// serveKernel plays the Python kernel driver (sandbox/pykernel/driver.py)
-// on a process stream: it takes the driver source the bootstrap sends,
-// says it is ready, then answers each run request from the script with the
-// driver's JSON-lines messages. A SIGINT ends a hanging cell with
-// KeyboardInterrupt, as the real driver does.
-func (s *server) serveKernel(r *request, a wire.ExecRequest) (any, *wire.WireError) {
-	pid := s.pid()
-	start := time.Now()
-	interrupts := make(chan struct{}, 1)
-	killed := make(chan struct{})
-	var killOnce sync.Once
-	r.setSignalHandler(func(sr wire.SignalRequest) {
-		switch syscall.Signal(sr.Signal) {
-		case syscall.SIGINT:
-			select {
-			case interrupts <- struct{}{}:
-			default:
-			}
-		case syscall.SIGKILL, syscall.SIGTERM:
-			killOnce.Do(func() { close(killed) })
-		}
-	})
-	r.event(wire.Event{Kind: "started", PID: pid})
-	exit := func(code int, sig string) (any, *wire.WireError) {
-		return wire.ExecReply{PID: pid, ExitCode: code, Signal: sig, DurationNs: time.Since(start).Nanoseconds()}, nil
-	}
-	in := bufio.NewReader(r)
+// isKernel reports whether args start the Python kernel driver (the
+// bootstrap of sandbox/pykernel, which reads the driver from stdin).
+func isKernel(args []string, stdin, pty bool) bool {
+	return stdin && !pty && len(args) == 4 && args[1] == "-u" && args[2] == "-c" && strings.Contains(args[3], "<sandboxkit-driver>")
+}
+
+// playKernel is the Python kernel driver (sandbox/pykernel/driver.py) as
+// a scripted process: it takes the driver source the bootstrap reads from
+// stdin, says it is ready, then answers each run request from the script
+// with the driver's JSON-lines messages. SIGINT ends a hanging cell with
+// KeyboardInterrupt, as the real driver does. It returns the exit status.
+func (fk *Fake) playKernel(p *proc) int {
+	in := bufio.NewReader(p.stdin)
 	var hdr [8]byte
 	if _, err := io.ReadFull(in, hdr[:]); err != nil {
-		return exit(3, "")
+		return 3
 	}
 	n, err := strconv.Atoi(string(hdr[:]))
 	if err != nil || n < 0 {
-		return exit(3, "")
+		return 3
 	}
 	if _, err := io.CopyN(io.Discard, in, int64(n)); err != nil {
-		return exit(3, "")
+		return 3
 	}
 	send := func(v any) bool {
 		b, _ := json.Marshal(v)
-		return r.sendData(wire.FrameStdout, append(b, '\n'))
+		_, err := p.stdout.Write(append(b, '\n'))
+		return err == nil
 	}
-	if !send(map[string]any{"t": "ready", "pid": pid, "version": "3.12.0", "executable": "/usr/bin/python3"}) {
-		return exit(137, "SIGKILL")
+	interrupts := make(chan struct{}, 1)
+	p.setSignalHandler(func(sig int, _ bool) bool {
+		if sig != sigINT {
+			return false
+		}
+		select {
+		case interrupts <- struct{}{}:
+		default:
+		}
+		return true
+	})
+	if !send(map[string]any{"t": "ready", "pid": p.pid, "version": "3.12.0", "executable": "/usr/bin/python3"}) {
+		return 1
 	}
 	for {
 		line, err := in.ReadBytes('\n')
 		if err != nil {
-			select {
-			case <-killed:
-				return exit(137, "SIGKILL")
-			default:
-			}
-			if r.ctx.Err() != nil {
-				return exit(137, "SIGKILL")
-			}
-			return exit(0, "")
+			return 0 // stdin closed: the driver exits
 		}
 		var req struct {
 			Op   string `json:"op"`
@@ -87,25 +72,25 @@ func (s *server) serveKernel(r *request, a wire.ExecRequest) (any, *wire.WireErr
 		case <-interrupts:
 		default:
 		}
-		if !s.runCell(r, req.N, req.Code, send, interrupts, killed) {
-			return exit(137, "SIGKILL")
+		if !fk.runCell(p, req.N, req.Code, send, interrupts) {
+			return 1
 		}
 	}
 }
 
-// runCell answers one run request; false means the process was killed.
-func (s *server) runCell(r *request, count int, code string, send func(any) bool, interrupts, killed chan struct{}) bool {
+// runCell answers one run request; false means the process is gone.
+func (fk *Fake) runCell(p *proc, count int, code string, send func(any) bool, interrupts <-chan struct{}) bool {
 	text := strings.TrimSpace(code)
-	idx := s.fk.rec.add(Call{Kind: KindPython, Op: "python.run", Text: code, Policy: s.fk.policy(0, nil)})
-	f, ok := find(&s.fk.Script.mu, s.fk.Script.python, text)
+	idx := fk.rec.add(fk.Clock, Call{Kind: KindPython, Op: "python.run", Text: code, Policy: fk.policy(0, nil)})
+	f, ok := find(&fk.Script.mu, fk.Script.python, text)
 	var rep PythonReply
 	if ok {
-		s.fk.rec.markScripted(idx)
-		rep = f(r.ctx, code)
+		fk.rec.markScripted(idx)
+		rep = f(p.ctx, code)
 	} else {
 		msg := unscripted("python", text)
-		s.fk.unscripted(msg)
-		s.fk.rec.setErr(idx, "NotScriptedError")
+		fk.unscripted(msg)
+		fk.rec.setErr(idx, "NotScriptedError")
 		rep = PythonReply{Error: &PythonError{Name: "NotScriptedError", Value: msg}}
 	}
 	if rep.Stdout != "" && !send(map[string]any{"t": "out", "n": "stdout", "d": rep.Stdout}) {
@@ -125,9 +110,7 @@ func (s *server) runCell(r *request, count int, code string, send func(any) bool
 		case <-interrupts:
 			rep.Error = &PythonError{Name: "KeyboardInterrupt", Traceback: []string{"KeyboardInterrupt"}}
 			status = "interrupted"
-		case <-killed:
-			return false
-		case <-r.ctx.Done():
+		case <-p.ctx.Done():
 			return false
 		}
 	} else if rep.Result != "" || len(rep.ResultData) > 0 {

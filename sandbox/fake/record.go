@@ -1,13 +1,11 @@
 package fake
 
 import (
-	"io/fs"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/sandboxkit/sandboxkit/sandbox"
-	"github.com/sandboxkit/sandboxkit/sandbox/agent/wire"
 )
 
 // Kind says what a recorded call was.
@@ -63,7 +61,7 @@ type Call struct {
 	Err string
 	// Policy is what was in force.
 	Policy Policy
-	// Time is when the call reached the fake.
+	// Time is when the call reached the fake, on its Clock.
 	Time time.Time
 }
 
@@ -73,10 +71,10 @@ type recorder struct {
 	calls []Call
 }
 
-func (r *recorder) add(c Call) int {
+func (r *recorder) add(clock *Clock, c Call) int {
+	c.Time = clock.Now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	c.Time = time.Now()
 	r.calls = append(r.calls, c)
 	return len(r.calls) - 1
 }
@@ -101,87 +99,4 @@ func (r *recorder) all() []Call {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return slices.Clone(r.calls)
-}
-
-// Workspace is the fake sandbox's in-memory workspace as a test sees it:
-// it lets a test prepare files before the code under test runs, check what
-// it left behind, and lets scripted commands have effects. Paths are
-// relative to the workspace, or absolute under it. Errors are
-// *sandbox.Error values with the same codes the sandbox's Files service
-// returns.
-type Workspace struct{ m *memFS }
-
-func wsErr(op string, e *wire.WireError) error {
-	if e == nil {
-		return nil
-	}
-	return &sandbox.Error{Code: e.Code, Op: op, Message: e.Message}
-}
-
-// WriteFile creates or replaces a file (parents are made); mode 0 means
-// 0644, or the mode of the file it replaces.
-func (w *Workspace) WriteFile(path string, data []byte, mode fs.FileMode) error {
-	_, e := w.m.write(wire.FSWriteRequest{Path: path, Data: data, Mode: uint32(mode)})
-	return wsErr("Workspace.WriteFile", e)
-}
-
-// ReadFile returns a file's content.
-func (w *Workspace) ReadFile(path string) ([]byte, error) {
-	rep, e := w.m.read(wire.FSReadRequest{Path: path, MaxBytes: 1 << 62})
-	if e != nil {
-		return nil, wsErr("Workspace.ReadFile", e)
-	}
-	return rep.(wire.FSReadReply).Data, nil
-}
-
-// Mode returns the permission bits of a file or directory (links followed).
-func (w *Workspace) Mode(path string) (fs.FileMode, error) {
-	w.m.mu.Lock()
-	defer w.m.mu.Unlock()
-	rel, e := w.m.rel(path)
-	if e != nil {
-		return 0, wsErr("Workspace.Mode", e)
-	}
-	n, err := w.m.lookup(rel, true)
-	if err != nil {
-		return 0, wsErr("Workspace.Mode", fsError(path, err))
-	}
-	return n.perm, nil
-}
-
-// Symlink makes path a symbolic link to target (as `ln -s target path`).
-func (w *Workspace) Symlink(target, path string) error {
-	if err := w.m.symlink(target, path); err != nil {
-		if we, ok := err.(*wire.WireError); ok {
-			return wsErr("Workspace.Symlink", we)
-		}
-		return err
-	}
-	return nil
-}
-
-// Mkdir makes a directory and its parents.
-func (w *Workspace) Mkdir(path string) error {
-	_, e := w.m.mkdir(path)
-	return wsErr("Workspace.Mkdir", e)
-}
-
-// Remove deletes a file, or a directory with everything in it.
-func (w *Workspace) Remove(path string) error {
-	_, e := w.m.remove(wire.FSPathRequest{Path: path, Recursive: true})
-	return wsErr("Workspace.Remove", e)
-}
-
-// Paths lists every file, directory and link in the workspace, sorted.
-func (w *Workspace) Paths() []string {
-	w.m.mu.Lock()
-	defer w.m.mu.Unlock()
-	var out []string
-	_ = walkTree(".", w.m.root, func(p string, _ *node) error {
-		if p != "." {
-			out = append(out, p)
-		}
-		return nil
-	})
-	return out
 }

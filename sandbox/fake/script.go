@@ -76,7 +76,7 @@ type Exec struct {
 	Env []string
 	// Stdin is everything the caller wrote to the command's stdin.
 	Stdin []byte
-	// Workspace is the sandbox's in-memory workspace, so a scripted
+	// Workspace is the sandbox's workspace, so a scripted
 	// command can have effects on files (a build writing its output).
 	Workspace *Workspace
 }
@@ -137,7 +137,7 @@ type Shell struct {
 	Input bool
 	// Cwd is the session's working directory before the command.
 	Cwd string
-	// Workspace is the sandbox's in-memory workspace.
+	// Workspace is the sandbox's workspace.
 	Workspace *Workspace
 }
 

@@ -7,23 +7,25 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
-	"time"
-
-	"github.com/sandboxkit/sandboxkit/sandbox/agent/wire"
 )
 
-// serveShell plays bash on a terminal for package sandbox/shell: it reads
-// the session's bootstrap line to learn the marker token, reports itself
-// ready with an init marker, and answers each typed command line from the
-// script, framed by the start and end markers bash would print. Output
-// goes through a terminal's "\n" -> "\r\n" translation, as on a real pty.
+// playShell is bash on a terminal, as package sandbox/shell drives it, as
+// a scripted process: it reads the session's bootstrap line to learn the
+// marker token, reports itself ready with an init marker, and answers
+// each typed command line from the script, framed by the start and end
+// markers bash would print. Output goes through a terminal's "\n" ->
+// "\r\n" translation, as on a real pty.
 
 var (
 	tokenRe = regexp.MustCompile(`\\033\]sbk;([0-9a-f]+);`)
 	evalRe  = regexp.MustCompile(`\\builtin eval (\$'[^']*'|"\$[A-Za-z0-9_]+")`)
 	chunkRe = regexp.MustCompile(`^(__sbk[0-9a-f]+_c)(\+?=)(\$'[^']*')$`)
 )
+
+// isShell reports whether args start a bash session (sandbox/shell).
+func isShell(args []string, pty bool) bool {
+	return pty && len(args) >= 2 && strings.Join(args[1:], " ") == "--norc --noprofile --noediting -i"
+}
 
 // unquoteANSI decodes the $'...' words the session types (printable ASCII
 // and \xHH escapes only).
@@ -44,8 +46,9 @@ func unquoteANSI(w string) string {
 }
 
 type fakeBash struct {
-	s      *server
-	r      *request
+	fk     *Fake
+	p      *proc
+	ws     string // the workspace as the session sees it
 	token  string
 	cwd    string // absolute, as bash shows $PWD
 	status int
@@ -56,48 +59,34 @@ type fakeBash struct {
 	mu      sync.Mutex // the state above: signals arrive on another goroutine
 }
 
-func (s *server) serveShell(r *request, a wire.ExecRequest, dir string) (any, *wire.WireError) {
-	pid := s.pid()
-	start := time.Now()
-	b := &fakeBash{s: s, r: r, cwd: path.Join(s.hello.Workspace, dir)}
-	killed := make(chan struct{}, 1)
-	r.setSignalHandler(func(sr wire.SignalRequest) {
-		switch syscall.Signal(sr.Signal) {
-		case syscall.SIGKILL:
-			select {
-			case killed <- struct{}{}:
-			default:
-			}
-			r.cancel()
-		case syscall.SIGINT:
-			if sr.Foreground {
-				b.interrupt()
-			}
+// playShell serves the session until it exits or its terminal closes and
+// returns the shell's exit status. cwd is its start directory.
+func (fk *Fake) playShell(p *proc, cwd string) int {
+	b := &fakeBash{fk: fk, p: p, ws: WorkspacePath, cwd: cwd}
+	p.setSignalHandler(func(sig int, foreground bool) bool {
+		if sig != sigINT {
+			return false
 		}
+		// Ctrl-C reaches the command in the foreground; an interactive
+		// bash itself ignores SIGINT.
+		if foreground {
+			b.interrupt()
+		}
+		return true
 	})
-	r.event(wire.Event{Kind: "started", PID: pid})
 	var buf []byte
-	p := make([]byte, 32<<10)
+	in := make([]byte, 32<<10)
 	for !b.isEnded() {
-		n, err := r.Read(p)
+		n, err := p.stdin.Read(in)
+		buf = append(buf, in[:n]...)
+		buf = b.consume(buf)
 		if err != nil {
 			break
 		}
-		buf = append(buf, p[:n]...)
-		buf = b.consume(buf)
 	}
 	b.mu.Lock()
-	code, sig := b.status, ""
-	b.mu.Unlock()
-	select {
-	case <-killed:
-		code, sig = 128+9, "SIGKILL"
-	default:
-		if r.ctx.Err() != nil {
-			code, sig = 128+9, "SIGKILL"
-		}
-	}
-	return wire.ExecReply{PID: pid, ExitCode: code, Signal: sig, DurationNs: time.Since(start).Nanoseconds()}, nil
+	defer b.mu.Unlock()
+	return b.status
 }
 
 func (b *fakeBash) isEnded() bool {
@@ -106,9 +95,7 @@ func (b *fakeBash) isEnded() bool {
 	return b.ended
 }
 
-func (b *fakeBash) write(s string) {
-	b.r.sendData(wire.FrameStdout, []byte(s))
-}
+func (b *fakeBash) write(s string) { _, _ = b.p.stdout.Write([]byte(s)) }
 
 func (b *fakeBash) marker(kind string, withState bool) string {
 	m := "\x1b]sbk;" + b.token + ";" + kind
@@ -205,13 +192,13 @@ func (b *fakeBash) answer(text string, input bool) {
 	if input {
 		op = "shell.input"
 	}
-	fk := b.s.fk
-	idx := fk.rec.add(Call{Kind: KindShell, Op: op, Text: text, Dir: b.cwd, Policy: fk.policy(0, nil)})
+	fk := b.fk
+	idx := fk.rec.add(fk.Clock, Call{Kind: KindShell, Op: op, Text: text, Dir: b.cwd, Policy: fk.policy(0, nil)})
 	f, ok := find(&fk.Script.mu, fk.Script.shells, strings.TrimSpace(text))
 	var rep ShellReply
 	if ok {
 		fk.rec.markScripted(idx)
-		rep = f(b.r.ctx, Shell{Text: text, Input: input, Cwd: b.cwd, Workspace: &Workspace{b.s.fs}})
+		rep = f(b.p.ctx, Shell{Text: text, Input: input, Cwd: b.cwd, Workspace: fk.Workspace()})
 	} else {
 		msg := unscripted("shell", strings.TrimSpace(text))
 		fk.unscripted(msg)
@@ -222,7 +209,7 @@ func (b *fakeBash) answer(text string, input bool) {
 		if path.IsAbs(rep.Cwd) {
 			b.cwd = path.Clean(rep.Cwd)
 		} else {
-			b.cwd = path.Join(b.s.hello.Workspace, rep.Cwd)
+			b.cwd = path.Join(b.ws, rep.Cwd)
 		}
 	}
 	out := terminal(rep.Output)

@@ -187,8 +187,8 @@ type proc struct {
 
 	// The server's ends (runner.Process) and the player's: in-memory
 	// pipes, so a scripted command costs no system call.
-	srvIn          net.Conn // nil without Spec.Stdin or Pty
-	srvOut, srvErr net.Conn // srvErr nil on a pty
+	srvIn          io.WriteCloser // nil without Spec.Stdin or Pty
+	srvOut, srvErr runner.Output  // srvErr nil on a pty
 	stdin          io.Reader
 	stdout, stderr io.Writer // the same pipe on a pty
 	closers        []net.Conn
@@ -269,25 +269,9 @@ func (p *proc) deliver(sig int, foreground bool) {
 
 func (p *proc) PID() int { return p.pid }
 
-// Stdin is nil (an untyped nil) without Spec.Stdin or Pty.
-func (p *proc) Stdin() io.WriteCloser {
-	if p.srvIn == nil {
-		return nil
-	}
-	return p.srvIn
-}
-
-// Stdout is the process's output.
-func (p *proc) Stdout() runner.Output { return p.srvOut }
-
-// Stderr is its error output, nil on a pty.
-func (p *proc) Stderr() runner.Output {
-	if p.srvErr == nil {
-		return nil
-	}
-	return p.srvErr
-}
-
+func (p *proc) Stdin() io.WriteCloser        { return p.srvIn }
+func (p *proc) Stdout() runner.Output        { return p.srvOut }
+func (p *proc) Stderr() runner.Output        { return p.srvErr }
 func (p *proc) Done() <-chan struct{}        { return p.done }
 func (p *proc) Signal(sr wire.SignalRequest) { p.deliver(sr.Signal, sr.Foreground) }
 func (p *proc) SignalTree(sig int)           { p.deliver(sig, false) }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -166,27 +167,27 @@ func (fk *Fake) unscripted(msg string) {
 	fk.missing = append(fk.missing, msg)
 }
 
-// policy is what is in force for a call with the given timeout and the
-// environment it adds.
+// policy is what is in force for a call with the given timeout and
+// environment: env is the whole environment a process gets (the server
+// merges the call's variables into the sandbox's), nil for a call that
+// starts none, which the sandbox's own environment stands for.
 func (fk *Fake) policy(timeout time.Duration, env []string) Policy {
 	fk.mu.Lock()
 	defer fk.mu.Unlock()
-	return Policy{Network: fk.network, Isolation: fk.tier, Limits: fk.limits, Timeout: timeout, Env: mergeEnv(fk.env, env)}
+	if env == nil {
+		env = fk.env
+	}
+	return Policy{Network: fk.network, Isolation: fk.tier, Limits: fk.limits, Timeout: timeout, Env: slices.Clone(env)}
 }
 
-func mergeEnv(base, extra []string) []string {
-	idx := map[string]int{}
-	out := make([]string, 0, len(base)+len(extra))
-	for _, kv := range slices.Concat(base, extra) {
-		k, _, _ := strings.Cut(kv, "=")
-		if i, ok := idx[k]; ok {
-			out[i] = kv
-			continue
-		}
-		idx[k] = len(out)
-		out = append(out, kv)
+// relDir turns a process's working directory (under the host directory)
+// into the workspace-relative form Exec.Dir has ("." for the workspace).
+func (fk *Fake) relDir(dir string) string {
+	rel, err := filepath.Rel(fk.dir, dir)
+	if err != nil || rel == ".." || len(rel) > 2 && rel[:3] == ".."+string(filepath.Separator) {
+		return "."
 	}
-	return out
+	return filepath.ToSlash(rel)
 }
 
 // observe records the file and job calls the agent server receives (the

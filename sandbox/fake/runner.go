@@ -5,7 +5,6 @@ import (
 	"io"
 	"net"
 	"path"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -86,7 +85,7 @@ func (r *scriptRunner) Start(spec runner.Spec) (runner.Process, error) {
 		}
 		timeout := time.Duration(req.TimeoutMs) * time.Millisecond
 		idx := fk.rec.add(fk.Clock, Call{Kind: kind, Op: "exec", Text: text, Args: spec.Args, Dir: req.Dir, Env: req.Env,
-			Policy: fk.policy(timeout, req.Env)})
+			Policy: fk.policy(timeout, spec.Env)})
 		f, ok := find(&fk.Script.mu, fk.Script.commands, text)
 		if !ok {
 			msg := unscripted("command", text)
@@ -110,16 +109,6 @@ func (r *scriptRunner) Start(spec runner.Spec) (runner.Process, error) {
 		r.mu.Unlock()
 	}()
 	return p, nil
-}
-
-// relDir turns a process's working directory (under the host directory)
-// into the workspace-relative form Exec.Dir has ("." for the workspace).
-func (fk *Fake) relDir(dir string) string {
-	rel, err := filepath.Rel(fk.dir, dir)
-	if err != nil || rel == ".." || len(rel) > 2 && rel[:3] == ".."+string(filepath.Separator) {
-		return "."
-	}
-	return filepath.ToSlash(rel)
 }
 
 // playCommand plays a command's scripted reply: it takes the command's

@@ -461,3 +461,11 @@ func TestCommandsAndJobsGoThroughTheAgentServer(t *testing.T) {
 		t.Errorf("%d commands recorded, want 1 (a refused working directory runs nothing)", got)
 	}
 }
+
+// WithoutBash makes the sandbox report no bash, as an image without it.
+func TestWithoutBashSessionsAreUnavailable(t *testing.T) {
+	sb, _ := fake.New(t, fake.WithoutBash())
+	if _, err := sb.Shells.Open(context.Background(), sandbox.ShellOptions{}); sandbox.CodeOf(err) != sandbox.CodeUnavailable {
+		t.Fatalf("Shells.Open without bash: %v, want %s", err, sandbox.CodeUnavailable)
+	}
+}

@@ -909,7 +909,7 @@ func (w *workspace) glob(a wire.FSGlobRequest) (any, *wire.WireError) {
 		if sub == "" || sub == "." {
 			return nil
 		}
-		if GlobMatch(a.Pattern, sub) && !strings.HasPrefix(d.Name(), tempPrefix) {
+		if globMatch(a.Pattern, sub) && !strings.HasPrefix(d.Name(), tempPrefix) {
 			if len(rep.Paths) >= max {
 				rep.Truncated = true
 				return fs.SkipAll

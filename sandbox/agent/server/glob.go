@@ -5,15 +5,12 @@ import (
 	"strings"
 )
 
-// GlobMatch reports whether rel, a slash-separated path relative to a search
+// globMatch reports whether rel, a slash-separated path relative to a search
 // root, matches pattern with the semantics of the fs.glob and fs.search
 // requests: a pattern without "/" matches the base name (like find -name); a
 // pattern with "/" matches the whole relative path, where a "**" segment
 // matches any number of directories. A malformed pattern matches nothing.
-//
-// It is exported so that other implementations of the protocol (the fake
-// backend) match exactly what the agent matches.
-func GlobMatch(pattern, rel string) bool {
+func globMatch(pattern, rel string) bool {
 	if !strings.Contains(pattern, "/") {
 		ok, _ := path.Match(pattern, path.Base(rel))
 		return ok

@@ -27,8 +27,8 @@ func TestGlobMatch(t *testing.T) {
 		{"a/[/b", "a/[/b", false}, // malformed segment
 	}
 	for _, c := range cases {
-		if got := GlobMatch(c.pattern, c.rel); got != c.want {
-			t.Errorf("GlobMatch(%q, %q) = %v, want %v", c.pattern, c.rel, got, c.want)
+		if got := globMatch(c.pattern, c.rel); got != c.want {
+			t.Errorf("globMatch(%q, %q) = %v, want %v", c.pattern, c.rel, got, c.want)
 		}
 	}
 }
@@ -38,10 +38,10 @@ func TestGlobMatch(t *testing.T) {
 func TestGlobMatchManyDoubleStarsOnADeepPath(t *testing.T) {
 	pattern := strings.Repeat("**/", 30) + "nomatch"
 	rel := strings.Repeat("d/", 200) + "file"
-	if GlobMatch(pattern, rel) {
-		t.Fatalf("GlobMatch matched a path without the last segment")
+	if globMatch(pattern, rel) {
+		t.Fatalf("globMatch matched a path without the last segment")
 	}
-	if !GlobMatch(strings.Repeat("**/", 30)+"file", rel) {
-		t.Fatalf("GlobMatch missed the base name below 200 directories")
+	if !globMatch(strings.Repeat("**/", 30)+"file", rel) {
+		t.Fatalf("globMatch missed the base name below 200 directories")
 	}
 }

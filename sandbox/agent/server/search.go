@@ -53,7 +53,7 @@ func (w *workspace) search(ctx context.Context, a wire.FSSearchRequest) (any, *w
 		Select: func(p, name string) bool {
 			// A write in progress is not a file yet: its matches would
 			// name a file that is about to vanish.
-			return !strings.HasPrefix(name, tempPrefix) && SearchSelects(rel, p, a.Include, a.Exclude)
+			return !strings.HasPrefix(name, tempPrefix) && searchSelects(rel, p, a.Include, a.Exclude)
 		},
 	})
 	if ctx.Err() != nil {
@@ -75,12 +75,11 @@ func (w *workspace) search(ctx context.Context, a wire.FSSearchRequest) (any, *w
 	return rep, nil
 }
 
-// SearchSelects reports whether a search rooted at root (relative to the
+// searchSelects reports whether a search rooted at root (relative to the
 // workspace) reads the file p (also relative to the workspace): its path
 // below root — its base name when it is the root itself — must match one of
 // the include globs, when there are any, and none of the exclude globs.
-// Exported so that the fake backend selects exactly the files the agent does.
-func SearchSelects(root, p string, include, exclude []string) bool {
+func searchSelects(root, p string, include, exclude []string) bool {
 	sub := p
 	if root != "." {
 		sub = strings.TrimPrefix(strings.TrimPrefix(p, root), "/")
@@ -96,7 +95,7 @@ func SearchSelects(root, p string, include, exclude []string) bool {
 
 func anyGlob(globs []string, rel string) bool {
 	for _, g := range globs {
-		if GlobMatch(g, rel) {
+		if globMatch(g, rel) {
 			return true
 		}
 	}

@@ -68,7 +68,7 @@ func (w *workspace) copyIn(r *request, dir string) (any, *wire.WireError) {
 		if filepath.IsAbs(name) || name == ".." || strings.HasPrefix(name, "../") || !utf8.ValidString(name) {
 			return nil, wire.Errorf(wire.CodePathEscape, "tar entry %q leads outside the destination", shortName(h.Name))
 		}
-		if e := CheckEntryName(h.Name); e != nil {
+		if e := checkEntryName(h.Name); e != nil {
 			return nil, e
 		}
 		target := filepath.Join(base, name)
@@ -130,12 +130,11 @@ func (w *workspace) copyIn(r *request, dir string) (any, *wire.WireError) {
 	}
 }
 
-// CheckEntryName refuses a tar entry name a copy-in must not create: one
+// checkEntryName refuses a tar entry name a copy-in must not create: one
 // with a control character (a newline reads as two names in every
 // listing) or with a component longer than a file system takes (255
-// bytes). It is exported so that other implementations of the protocol
-// (the fake backend) refuse exactly what the agent refuses.
-func CheckEntryName(name string) *wire.WireError {
+// bytes).
+func checkEntryName(name string) *wire.WireError {
 	if strings.ContainsFunc(name, unicode.IsControl) {
 		return wire.Errorf(wire.CodeInvalidArgument, "tar entry %q has a control character in its name: file names may not contain newlines, tabs or other control characters", shortName(name))
 	}

@@ -89,6 +89,24 @@ func spliceFrom(src syscall.RawConn, pw int, n int) (int, error) {
 	return m, nil
 }
 
+// waitReadable waits until the socket behind rc has bytes to read or has
+// ended (a peek, which consumes nothing).
+func waitReadable(rc syscall.RawConn) error {
+	var one [1]byte
+	var perr error
+	err := rc.Read(func(fd uintptr) bool {
+		_, _, perr = unix.Recvfrom(int(fd), one[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
+		return perr != unix.EAGAIN && perr != unix.EINTR
+	})
+	if err != nil {
+		return err
+	}
+	if perr != nil && !errors.Is(perr, unix.ECONNRESET) {
+		return perr
+	}
+	return nil // bytes, the end, or a reset the splice reports
+}
+
 // spliceTo moves exactly n bytes, already in the pipe end pr, to the
 // socket or stream behind dst, waiting while it is full. It returns how
 // many moved.
@@ -214,5 +232,6 @@ func pipeRead(pr int, b []byte) (int, error) {
 // file cannot splice (or a sandbox's seccomp filter refuses it), not
 // because the transfer failed: the caller copies instead.
 func unsupported(err error) bool {
-	return errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EPERM) || errors.Is(err, unix.EOPNOTSUPP)
+	return errors.Is(err, errors.ErrUnsupported) || errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS) ||
+		errors.Is(err, unix.EPERM) || errors.Is(err, unix.EOPNOTSUPP)
 }

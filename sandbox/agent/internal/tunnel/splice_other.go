@@ -27,6 +27,8 @@ func pipeWrite(int, []byte) int { return 0 }
 
 func readStream(syscall.RawConn, []byte) error { return errors.ErrUnsupported }
 
+func waitReadable(syscall.RawConn) error { return errors.ErrUnsupported }
+
 func pipeRead(int, []byte) (int, error) { return 0, errors.ErrUnsupported }
 
 func unsupported(err error) bool { return errors.Is(err, errors.ErrUnsupported) }

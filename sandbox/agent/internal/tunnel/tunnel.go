@@ -774,6 +774,7 @@ func (c *Conn) Write(p []byte) (int, error) {
 func (c *Conn) ReadFrom(r io.Reader) (int64, error) {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
+	var total int64
 	if c.tn.spliceSend {
 		lr, limited := r.(*io.LimitedReader)
 		src := r
@@ -782,16 +783,17 @@ func (c *Conn) ReadFrom(r io.Reader) (int64, error) {
 			src, limit = lr.R, lr.N
 		}
 		if tc, ok := src.(*net.TCPConn); ok {
-			total, handled, err := c.spliceSend(tc, limit)
+			spliced, handled, err := c.spliceSend(tc, limit)
+			total = spliced
 			if limited {
-				lr.N -= total
+				lr.N -= spliced
 			}
 			if handled {
 				return total, err
 			}
+			// Splicing stopped with nothing in flight: copy the rest.
 		}
 	}
-	var total int64
 	for {
 		n, err := c.reserve(copyChunk)
 		if err != nil {
@@ -815,23 +817,15 @@ func (c *Conn) ReadFrom(r io.Reader) (int64, error) {
 }
 
 // spliceSend sends src's bytes (limit of them; all when negative) by
-// splice: from the socket into the connection's outgoing pipe, then a
-// ConnData header and the pipe's bytes to the stream. handled is false
-// when splice is unsupported and nothing was sent: the caller copies.
+// splice: from the socket into a pooled pipe, then a ConnData header and
+// the pipe's bytes to the stream, frame by frame. handled is false when
+// a pipe cannot be had or splice is unsupported, with no frame half
+// sent: the caller copies the rest (total were sent).
 func (c *Conn) spliceSend(src *net.TCPConn, limit int64) (total int64, handled bool, err error) {
 	rc, err := src.SyscallConn()
 	if err != nil {
 		return 0, false, nil
 	}
-	p, err := getSendPipe()
-	if err != nil {
-		return 0, false, nil
-	}
-	// The pipe is this call's alone; it goes back to the pool empty,
-	// or is closed with what a failed splice left in it.
-	empty := true
-	defer func() { putSendPipe(p, empty) }()
-	pw, pr := p.w.fd, p.r.fd
 	var hdr [wire.HeaderSize]byte
 	for limit != 0 {
 		want := spliceChunk
@@ -842,38 +836,23 @@ func (c *Conn) spliceSend(src *net.TCPConn, limit int64) (total int64, handled b
 		if err != nil {
 			return total, true, err
 		}
-		m, err := spliceFrom(rc, pw, n)
+		// A pipe is taken only once the socket has bytes (or its end):
+		// an idle connection (a client's kept-alive tunnel) holds none.
+		if err := waitReadable(rc); err != nil {
+			c.unreserve(n)
+			return total, true, err
+		}
+		m, err := c.spliceFrame(rc, &hdr, n)
 		c.unreserve(n - m)
 		if err != nil {
-			if total == 0 && unsupported(err) {
-				return 0, false, nil
+			if m == 0 && unsupported(err) {
+				return total, false, nil // no pipe, or no splice: copy
 			}
 			return total, true, err
 		}
 		if m == 0 {
 			return total, true, nil // the socket's end
 		}
-		empty = false
-		err = c.tn.streamWrite(func(w io.Writer) error {
-			if _, err := w.Write(wire.AppendHeader(hdr[:0], c.id, wire.FrameConnData, m)); err != nil {
-				return err
-			}
-			moved, err := spliceTo(c.tn.stream, pr, m)
-			if err != nil && unsupported(err) {
-				// The stream takes no splice after all: the frame's
-				// bytes are copied out of the pipe.
-				buf := make([]byte, m-moved)
-				var k int
-				if k, err = io.ReadFull(pipeReader(pr), buf); err == nil {
-					_, err = w.Write(buf[:k])
-				}
-			}
-			return err
-		})
-		if err != nil {
-			return total, true, err
-		}
-		empty = true
 		total += int64(m)
 		if limit > 0 {
 			limit -= int64(m)
@@ -881,6 +860,50 @@ func (c *Conn) spliceSend(src *net.TCPConn, limit int64) (total int64, handled b
 	}
 	return total, true, nil
 }
+
+// spliceFrame sends up to n bytes of the socket behind rc as one ConnData
+// frame through a pooled pipe, and returns how many; 0 at the socket's
+// end.
+func (c *Conn) spliceFrame(rc syscall.RawConn, hdr *[wire.HeaderSize]byte, n int) (int, error) {
+	p, err := getSendPipe()
+	if err != nil {
+		return 0, errors.ErrUnsupported // no pipe: the caller copies
+	}
+	// The pipe is this frame's alone; it goes back to the pool empty, or
+	// is closed with what a failed splice left in it.
+	empty := true
+	defer func() { putSendPipe(p, empty) }()
+	m, err := spliceFrom(rc, p.w.fd, n)
+	if err != nil || m == 0 {
+		return 0, err
+	}
+	empty = false
+	err = c.tn.streamWrite(func(w io.Writer) error {
+		if _, err := w.Write(wire.AppendHeader(hdr[:0], c.id, wire.FrameConnData, m)); err != nil {
+			return err
+		}
+		moved, err := spliceTo(c.tn.stream, p.r.fd, m)
+		if err != nil && unsupported(err) {
+			// The stream takes no splice after all: the frame's bytes
+			// are copied out of the pipe.
+			buf := make([]byte, m-moved)
+			var k int
+			if k, err = io.ReadFull(pipeReader(p.r.fd), buf); err == nil {
+				_, err = w.Write(buf[:k])
+			}
+		}
+		return err
+	})
+	if err != nil {
+		return m, fmt.Errorf("%w: %v", errStreamBroken, err)
+	}
+	empty = true
+	return m, nil
+}
+
+// errStreamBroken wraps a failure writing a spliced frame: the stream is
+// gone (not an unsupported splice the caller could copy around).
+var errStreamBroken = errors.New("writing to the agent's stream")
 
 // pipeReader reads a pipe end that holds the bytes asked for.
 type pipeReader int

@@ -387,3 +387,33 @@ func TestSpliceRefused(t *testing.T) {
 		t.Error("the agent did not note that the stream takes no splice")
 	}
 }
+
+// TestIdleConnectionHoldsNoPipe: the host takes an outgoing pipe only
+// while a frame is spliced, so a tunnel waiting on a quiet destination
+// (a client's kept-alive connection) holds none.
+func TestIdleConnectionHoldsNoPipe(t *testing.T) {
+	host, agent := pair(t)
+	hc, ac := openConn(t, host, agent, 1)
+	dest, destPeer := tcpPair(t)
+	waitFDs(t, openFDs(t)) // empties the idle pool
+	before := openFDs(t)
+	done := make(chan error, 1)
+	go func() {
+		_, err := hc.ReadFrom(dest)
+		hc.CloseWrite()
+		done <- err
+	}()
+	time.Sleep(100 * time.Millisecond)
+	if n := openFDs(t); n != before {
+		t.Errorf("%d descriptors while the destination is quiet, %d before: the idle tunnel holds a pipe", n, before)
+	}
+	destPeer.Write([]byte("late bytes"))
+	destPeer.CloseWrite()
+	got, err := io.ReadAll(struct{ io.Reader }{ac})
+	if err == nil {
+		err = <-done
+	}
+	if string(got) != "late bytes" || err != nil {
+		t.Fatalf("got %q, %v", got, err)
+	}
+}

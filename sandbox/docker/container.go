@@ -248,9 +248,18 @@ func containerSpec(p *plan, ag *agentBin, agentVol string) (*container.Config, *
 		hc.PidsLimit = &n
 	}
 	hc.NanoCPUs = p.nanoCPUs
-	// CPU time and file size are per-process rlimits that the agent sets
-	// on each child (see the controls in isolation): an engine ulimit would
-	// also bind the agent, which as PID 1 would die of its own CPU time.
+	// CPU time is a per-process rlimit that the agent sets on each child
+	// (see the controls in isolation): an engine ulimit would also bind
+	// the agent, which as PID 1 would die of its own CPU time. File size
+	// is an engine ulimit, inherited by every process: set by the agent
+	// after a command started, it came too late for a command that wrote
+	// at once (head -c 5000 > f finished in 0.3 ms and wrote past an
+	// RLIMIT_FSIZE of 1000, 1 contract run in 4). It binds the agent too,
+	// which checks FileSizeBytes before its own writes anyway (and, as a
+	// Go program, gets EFBIG rather than SIGXFSZ).
+	if lim.FileSizeBytes > 0 {
+		hc.Ulimits = append(hc.Ulimits, &container.Ulimit{Name: "fsize", Soft: lim.FileSizeBytes, Hard: lim.FileSizeBytes})
+	}
 	if lim.OpenFiles > 0 {
 		hc.Ulimits = append(hc.Ulimits, &container.Ulimit{Name: "nofile", Soft: int64(lim.OpenFiles), Hard: int64(lim.OpenFiles)})
 	}
@@ -392,7 +401,7 @@ func (d *Driver) isolation(p *plan, f *engineFacts, id, imageID string, ag *agen
 		ctl("memory", lim.MemoryBytes > 0, "cgroup memory limit without swap (docker --memory)"),
 		ctl("pids", lim.Pids > 0, fmt.Sprintf("cgroup pids limit (docker --pids-limit %d: Limits.Pids plus %d tasks reserved for the agent's threads)", int64(lim.Pids)+agentTaskReserve, agentTaskReserve)),
 		ctlR("cpu", lim.CPUSeconds > 0, "RLIMIT_CPU per process, set by the agent on each child", driver.RlimitCPU, true),
-		ctlR("file_size", lim.FileSizeBytes > 0, "RLIMIT_FSIZE per process, set by the agent on each child", driver.RlimitFSIZE, true),
+		ctlR("file_size", lim.FileSizeBytes > 0, "RLIMIT_FSIZE (docker ulimit fsize)", driver.RlimitFSIZE, false),
 		ctlR("open_files", lim.OpenFiles > 0, "RLIMIT_NOFILE (docker ulimit nofile)", driver.RlimitNOFILE, false),
 		ctl("tmp", true, fmt.Sprintf("tmpfs /tmp size=%d", tmpSize(lim))),
 	}

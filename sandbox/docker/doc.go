@@ -65,11 +65,12 @@
 // exec, so that scripts and builds run as on every backend) at /workspace
 // and /tmp only, an unprivileged user (65534:65534 unless told otherwise),
 // cgroup memory (without swap) and pids limits, and a private pid
-// namespace in which the agent is PID 1 and reaps orphans. CPU-time and
-// file-size limits are per-process rlimits that the agent sets on each
-// child (the controls say so as data, Rlimit and SetByAgent, which tell
-// package sandbox to ask the agent for them): an engine ulimit would bind
-// the agent itself, and PID 1 would die of its own accumulated CPU time. A runtime
+// namespace in which the agent is PID 1 and reaps orphans. The CPU-time
+// limit is a per-process rlimit that the agent sets on each child (the
+// control says so as data, Rlimit and SetByAgent, which tell package
+// sandbox to ask the agent for it): an engine ulimit would bind the agent
+// itself, and PID 1 would die of its own accumulated CPU time. File size
+// and open files are engine ulimits, inherited by every process. A runtime
 // other than runc (gVisor's runsc) is measured at its first use with cheap
 // versions of the escape suite's probes (measure.go) and refused, naming
 // the probe, unless every control holds there.

@@ -424,6 +424,8 @@ func (s *stream) bootstrap(ctx context.Context, ag *agentBin, host string, dead 
 				br.nproc, _ = strconv.Atoi(strings.TrimPrefix(l.s, "SBX-NPROC "))
 			case strings.HasPrefix(l.s, "SBX-NOFILE "):
 				br.nofile, _ = strconv.Atoi(strings.TrimPrefix(l.s, "SBX-NOFILE "))
+			case strings.HasPrefix(l.s, "SBX-FSIZE "):
+				br.fsize, _ = strconv.ParseInt(strings.TrimPrefix(l.s, "SBX-FSIZE "), 10, 64)
 			case l.s == "SBX-SECCOMP ok":
 				br.seccomp = seccompFilter(ag.arch)
 			case l.s == "SBX-SECCOMP none":

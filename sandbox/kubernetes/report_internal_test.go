@@ -32,3 +32,25 @@ func TestOpenFilesReportedOnlyWhereSet(t *testing.T) {
 		t.Errorf("no python3, nothing set: control %+v, want not enforced", c)
 	}
 }
+
+// TestFileSizeSetBeforeTheAgentWherePythonRuns: with python3 the bootstrap
+// sets RLIMIT_FSIZE before the agent starts (every command inherits it, no
+// window after a start); without, the agent sets it on each command.
+func TestFileSizeSetBeforeTheAgentWherePythonRuns(t *testing.T) {
+	p := &plan{cfg: driver.Config{Limits: driver.Limits{FileSizeBytes: 1000}}, uid: 1000, ownUID: true, tier: driver.TierContainer}
+	fileSize := func(b bootReport) driver.Control {
+		for _, c := range (&Driver{}).isolation(p, &corev1.Pod{}, &agentBin{}, b).Controls {
+			if c.Name == "file_size" {
+				return c
+			}
+		}
+		t.Fatal("no file_size control")
+		return driver.Control{}
+	}
+	if c := fileSize(bootReport{fsize: 1000}); !c.Enforced || c.Rlimit != driver.RlimitFSIZE || c.SetByAgent {
+		t.Errorf("bootstrap set RLIMIT_FSIZE=1000: control %+v, want it set before the agent", c)
+	}
+	if c := fileSize(bootReport{}); !c.Enforced || c.Rlimit != driver.RlimitFSIZE || !c.SetByAgent {
+		t.Errorf("no python3: control %+v, want it set by the agent on each command", c)
+	}
+}

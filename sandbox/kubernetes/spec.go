@@ -93,6 +93,11 @@ if nofile != "0":
     n = int(nofile)
     resource.setrlimit(resource.RLIMIT_NOFILE, (n, n))
     print("SBX-NOFILE %d" % n)
+fsize = os.environ.get("SBX_FSIZE", "0")
+if fsize != "0":
+    n = int(fsize)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (n, n))
+    print("SBX-FSIZE %d" % n)
 resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 flt = os.environ.get("SBX_SECCOMP", "")
 if flt:
@@ -231,6 +236,7 @@ func podSpec(p *plan, ag *agentBin) *corev1.Pod {
 					{Name: "SBX_BOOT", Value: bootPy},
 					{Name: "SBX_NPROC", Value: strconv.Itoa(nproc(p))},
 					{Name: "SBX_NOFILE", Value: nofile},
+					{Name: "SBX_FSIZE", Value: strconv.FormatInt(max(lim.FileSizeBytes, 0), 10)},
 					{Name: "SBX_SECCOMP", Value: seccompFilter(ag.arch)},
 				},
 				WorkingDir: workspacePath,
@@ -289,6 +295,7 @@ type bootReport struct {
 	net     netVerdict
 	nproc   int    // RLIMIT_NPROC set, 0 for none
 	nofile  int    // RLIMIT_NOFILE set, 0 for none
+	fsize   int64  // RLIMIT_FSIZE set, 0 for none
 	seccomp string // the extra filter installed, "" for none
 }
 
@@ -345,6 +352,15 @@ func (d *Driver) isolation(p *plan, pod *corev1.Pod, ag *agentBin, b bootReport)
 		pids.Mechanism = why
 		gaps = append(gaps, why)
 	}
+	// RLIMIT_FSIZE is set by the bootstrap before the agent starts, so
+	// every command inherits it: set by the agent after a command started,
+	// it came too late for a command that wrote at once (seen on Docker:
+	// head -c 5000 > f, 0.3 ms, wrote past 1000). Without python3 in the
+	// image the agent still sets it on each command, as before.
+	fileSize := ctlR("file_size", lim.FileSizeBytes > 0, "RLIMIT_FSIZE set before the agent starts", driver.RlimitFSIZE, false)
+	if lim.FileSizeBytes > 0 && b.fsize != lim.FileSizeBytes {
+		fileSize = ctlR("file_size", true, "RLIMIT_FSIZE per process, set by the agent on each child (no python3 in the image to set it before the agent starts)", driver.RlimitFSIZE, true)
+	}
 	// The bootstrap sets RLIMIT_NOFILE only where python3 runs it, and
 	// says so: without python3 it was not set, whatever was asked.
 	openFiles := ctlR("open_files", lim.OpenFiles > 0 && b.nofile == lim.OpenFiles, "RLIMIT_NOFILE set before the agent starts", driver.RlimitNOFILE, false)
@@ -364,7 +380,7 @@ func (d *Driver) isolation(p *plan, pod *corev1.Pod, ag *agentBin, b bootReport)
 		ctl("memory", lim.MemoryBytes > 0, "container memory limit (cgroup), emptyDir files included"),
 		pids,
 		ctlR("cpu", lim.CPUSeconds > 0, "RLIMIT_CPU per process, set by the agent on each child", driver.RlimitCPU, true),
-		ctlR("file_size", lim.FileSizeBytes > 0, "RLIMIT_FSIZE per process, set by the agent on each child", driver.RlimitFSIZE, true),
+		fileSize,
 		openFiles,
 		ctl("tmp", true, fmt.Sprintf("memory-backed emptyDir /tmp sizeLimit %d", tmpSize(lim))),
 		ctl("disk", true, fmt.Sprintf("memory-backed emptyDir %s sizeLimit %d (tmpfs: hard quota)", workspacePath, wsSize(lim))),

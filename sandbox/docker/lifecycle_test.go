@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -72,7 +73,15 @@ func TestCloseRemovesTheContainer(t *testing.T) {
 }
 
 func TestAgentVolumeIsSharedAndRefilledAfterGC(t *testing.T) {
-	d := newTestDriver(t)
+	needEngine(t)
+	// An agent binary of this test's own (the standard one with bytes
+	// appended, which an ELF loader ignores), so that its volume is used by
+	// nobody else: with the shared one, a sandbox of another package's
+	// tests running at the same time keeps the volume in use and GC rightly
+	// leaves it (seen in CI once more packages ran Docker at once).
+	bin := uniqueAgentBinary(t)
+	d := newTestDriver(t, WithAgentBinary(bin))
+	dropAgentVolume(t, d, bin)
 	a := start(t, d, driver.Config{ID: "vol-" + randID()})
 	b := start(t, d, driver.Config{ID: "vol-" + randID()})
 	vol := func(s *started) string {
@@ -529,4 +538,23 @@ func TestAgentStarvedOfThreadsSaysSo(t *testing.T) {
 			t.Errorf("%s = %v; want it to name thread exhaustion under the pids limit of 6", what, got)
 		}
 	}
+}
+
+// uniqueAgentBinary returns a copy of the standard agent with random bytes
+// appended: it runs the same and has a sha256, so a volume, of its own.
+func uniqueAgentBinary(t *testing.T) string {
+	t.Helper()
+	built, err := buildAgent(testCtx(t), runtime.GOARCH)
+	if err != nil {
+		t.Fatalf("building the agent: %v", err)
+	}
+	data, err := os.ReadFile(built)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), "agent")
+	if err := os.WriteFile(bin, append(data, []byte(randID()+randID())...), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return bin
 }

@@ -240,6 +240,7 @@ func (r *Runner) Start(spec runner.Spec) (runner.Process, error) {
 	} else {
 		err = cmd.Start()
 	}
+	t.tags.disarm()
 	if err != nil {
 		t.mu.Unlock()
 		return fail(err)

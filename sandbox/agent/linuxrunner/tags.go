@@ -3,6 +3,7 @@
 package linuxrunner
 
 import (
+	"math/rand/v2"
 	"os"
 	"strconv"
 	"syscall"
@@ -25,7 +26,18 @@ import (
 // 0), so the value changes nothing else. The agent sets its own soft
 // limit to the tag just before each fork (starts are serialised under
 // procTable.mu, and rlimits are per process, whichever thread forks), so
-// the child is born tagged: no window in which it could fork untagged.
+// the child is born tagged: no window in which it could fork untagged;
+// right after the fork it puts its own limit back, so that no agent ever
+// carries a tag itself.
+//
+// Tags must be unique among every agent whose processes can see each other
+// (the landlock and process tiers share the host's PID namespace; so do
+// sandboxes served in one test binary). Every agent used to count up from
+// tagBase and kept its last tag on itself: one sandbox's timeout SIGKILLed
+// another sandbox's job with the same number, and its agent (found in
+// session 5 when test binaries died of "signal: killed" while other suites
+// ran). So each agent starts at a random point of a 2^62-wide range: two
+// agents running a million commands each meet with a chance of ~1e-12.
 // The kill finds the tag's processes by one prlimit read per process in
 // /proc. A process can drop its tag only deliberately (ulimit -S -R, or
 // setrlimit); then it is found only while it stays in the tree, and is
@@ -48,19 +60,34 @@ const tagResource = unix.RLIMIT_RTTIME
 // a limit a process chose.
 const tagBase = 1 << 40
 
+// tagSpan bounds how far above tagBase an agent's first tag is drawn.
+const tagSpan = 1 << 62
+
 // tagger hands out tags; its methods run under procTable.mu.
 type tagger struct {
 	hard uint64 // the agent's hard RTTIME limit, kept as it is
+	own  uint64 // the agent's own soft limit, put back after each fork
 	next uint64
 	off  bool // tagging is unavailable (a hard limit below tagBase)
 }
 
 func newTagger() tagger {
 	var lim unix.Rlimit
-	if err := unix.Prlimit(0, tagResource, nil, &lim); err != nil || lim.Max < tagBase+1<<32 {
+	if err := unix.Prlimit(0, tagResource, nil, &lim); err != nil || lim.Max < tagBase+1<<33 {
 		return tagger{off: true}
 	}
-	return tagger{hard: lim.Max, next: tagBase}
+	// Leave 2^32 tags of room above the start, below the hard limit.
+	span := min(lim.Max-tagBase-1<<32, tagSpan)
+	own := lim.Cur
+	if own >= tagBase && own != unix.RLIM_INFINITY {
+		// Inherited from a parent agent's fork window (an agent serving
+		// in a process it started): not a limit anyone chose.
+		own = unix.RLIM_INFINITY
+		if lim.Max != unix.RLIM_INFINITY {
+			own = lim.Max
+		}
+	}
+	return tagger{hard: lim.Max, own: own, next: tagBase + rand.Uint64N(span)}
 }
 
 // arm gives the agent's next fork a new tag and returns it (0 when tags are
@@ -74,6 +101,16 @@ func (t *tagger) arm() uint64 {
 		return 0
 	}
 	return t.next
+}
+
+// disarm puts the agent's own soft limit back after the fork that arm
+// prepared (under procTable.mu, whether the fork succeeded or not), so the
+// agent never carries a tag another agent's kill could match.
+func (t *tagger) disarm() {
+	if t.off {
+		return
+	}
+	_ = unix.Prlimit(0, tagResource, &unix.Rlimit{Cur: t.own, Max: t.hard}, nil)
 }
 
 // tagged lists the processes carrying tag (zombies included: signalling

@@ -49,7 +49,7 @@ func benchAgent(b testing.TB) *agent.Client {
 	return c
 }
 
-func benchRun(b *testing.B, c *agent.Client, req wire.ExecRequest) wire.ExecReply {
+func benchRun(b testing.TB, c *agent.Client, req wire.ExecRequest) wire.ExecReply {
 	call, err := c.Start("exec", req, agent.Handlers{})
 	if err != nil {
 		b.Fatal(err)
@@ -151,5 +151,43 @@ func TestTagSurvivesSetsidAndDoubleFork(t *testing.T) {
 			t.Fatalf("%d daemons survived the job's kill", left)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestTagsOfTwoAgentsNeverMeet: agents that share a PID namespace (the
+// landlock and process tiers, several sandboxes of one host process) must
+// not share tags, or one agent's timeout kills the other's commands. Every
+// agent used to count its tags up from the same base and kept the last
+// one on itself: the second agent's first command timing out SIGKILLed the
+// first agent's job (and any agent carrying that tag), found while the
+// fake sandbox's tests ran beside other suites.
+func TestTagsOfTwoAgentsNeverMeet(t *testing.T) {
+	if linuxrunner.TagsOff() {
+		t.Skip("RLIMIT_RTTIME's hard limit is below the tags here")
+	}
+	a, b := benchAgent(t), benchAgent(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var job wire.ExecReply
+	if err := a.Do(ctx, "exec", wire.ExecRequest{Job: true, Args: []string{"sleep", "60"}}, &job); err != nil {
+		t.Fatal(err)
+	}
+	var self unix.Rlimit
+	if err := unix.Prlimit(0, unix.RLIMIT_RTTIME, nil, &self); err != nil {
+		t.Fatal(err)
+	}
+	if self.Cur >= linuxrunner.TagBase && self.Cur != unix.RLIM_INFINITY {
+		t.Errorf("the agent carries a tag itself after a start (RTTIME soft limit %d): another agent's kill would reach it", self.Cur)
+	}
+	rep := benchRun(t, b, wire.ExecRequest{Args: []string{"sleep", "60"}, TimeoutMs: 100})
+	if !rep.TimedOut {
+		t.Fatalf("agent b's command did not time out: %+v", rep)
+	}
+	var st wire.JobStatus
+	if err := a.Do(ctx, "job.status", wire.JobRef{ID: job.JobID}, &st); err != nil {
+		t.Fatal(err)
+	}
+	if !st.Running {
+		t.Fatalf("agent a's job ended when agent b's command timed out: %+v", st)
 	}
 }

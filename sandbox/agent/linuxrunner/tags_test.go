@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"net"
 	"os"
+	"os/exec"
 	"syscall"
 	"testing"
 	"time"
@@ -154,6 +155,53 @@ func TestTagSurvivesSetsidAndDoubleFork(t *testing.T) {
 	}
 }
 
+// TestMain serves an agent on standard input and output when the tests
+// start this binary as a second agent process (childAgent).
+func TestMain(m *testing.M) {
+	if os.Getenv("LINUXRUNNER_TEST_AGENT") == "1" {
+		os.Exit(server.ServeStdio("test agent"))
+	}
+	os.Exit(m.Run())
+}
+
+// childAgent starts this test binary as an agent process of its own (each
+// agent reaps with wait4(-1), so two agents cannot share one process) and
+// returns its client and pid.
+func childAgent(t *testing.T) (*agent.Client, int) {
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fa, fc := os.NewFile(uintptr(fds[0]), "agent"), os.NewFile(uintptr(fds[1]), "client")
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "LINUXRUNNER_TEST_AGENT=1")
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = fa, fa, os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	fa.Close()
+	cc, _ := net.FileConn(fc)
+	fc.Close()
+	c, err := agent.Dial(context.Background(), cc, wire.Hello{Workspace: t.TempDir(), Env: []string{"PATH=/usr/bin:/bin"}})
+	if err != nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		c.Close()
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	})
+	return c, cmd.Process.Pid
+}
+
 // TestTagsOfTwoAgentsNeverMeet: agents that share a PID namespace (the
 // landlock and process tiers, several sandboxes of one host process) must
 // not share tags, or one agent's timeout kills the other's commands. Every
@@ -165,7 +213,8 @@ func TestTagsOfTwoAgentsNeverMeet(t *testing.T) {
 	if linuxrunner.TagsOff() {
 		t.Skip("RLIMIT_RTTIME's hard limit is below the tags here")
 	}
-	a, b := benchAgent(t), benchAgent(t)
+	a, apid := childAgent(t)
+	b := benchAgent(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var job wire.ExecReply
@@ -173,7 +222,7 @@ func TestTagsOfTwoAgentsNeverMeet(t *testing.T) {
 		t.Fatal(err)
 	}
 	var self unix.Rlimit
-	if err := unix.Prlimit(0, unix.RLIMIT_RTTIME, nil, &self); err != nil {
+	if err := unix.Prlimit(apid, unix.RLIMIT_RTTIME, nil, &self); err != nil {
 		t.Fatal(err)
 	}
 	if self.Cur >= linuxrunner.TagBase && self.Cur != unix.RLIM_INFINITY {

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"runtime/debug"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/sandboxkit/sandboxkit/sandbox/agent/runner"
@@ -110,6 +111,9 @@ type server struct {
 	conn  io.ReadWriteCloser
 	logf  func(string, ...any)
 	wmu   sync.Mutex
+	// werr is the write error that closed the stream (under wmu): the read
+	// loop then reports it instead of its own "use of closed file".
+	werr  error
 	hello wire.Hello
 	ws    *workspace
 	// proxy carries the sandbox's egress connections (Hello.Proxy).
@@ -182,6 +186,9 @@ func (s *server) run() error {
 		if err != nil {
 			if errors.Is(err, io.EOF) {
 				return nil
+			}
+			if werr, closed := s.closedByWrite(); closed {
+				return werr
 			}
 			return err
 		}
@@ -578,10 +585,29 @@ func (s *server) write(buf []byte) error {
 	}
 	if _, err := s.conn.Write(buf); err != nil {
 		s.dead = true
+		s.werr = err
 		s.conn.Close()
 		return err
 	}
 	return nil
+}
+
+// closedByWrite reports whether the stream was closed because a write
+// failed, and the error Serve should return for it. The read loop's own
+// error is then only the close ("use of closed file"), which the local
+// backend's agent printed on the user's stderr after every Close that
+// raced a reply (seen in the Python benchmarks). A client that went away
+// (EPIPE, ECONNRESET) ends the agent's job like an EOF: no error.
+func (s *server) closedByWrite() (error, bool) {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if s.werr == nil {
+		return nil, false
+	}
+	if errors.Is(s.werr, syscall.EPIPE) || errors.Is(s.werr, syscall.ECONNRESET) {
+		return nil, true
+	}
+	return fmt.Errorf("agent: writing to the stream: %w", s.werr), true
 }
 
 // fail closes the stream after a protocol fault of the agent's own.

@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -343,10 +344,14 @@ func TestHugeMaxOutputStillGetsAReply(t *testing.T) {
 type failingConn struct {
 	net.Conn
 	fail atomic.Bool
+	err  error // what a failing write returns; a generic error if nil
 }
 
 func (c *failingConn) Write(p []byte) (int, error) {
 	if c.fail.Load() {
+		if c.err != nil {
+			return 0, c.err
+		}
 		return 0, errors.New("injected write failure")
 	}
 	return c.Conn.Write(p)
@@ -355,7 +360,25 @@ func (c *failingConn) Write(p []byte) (int, error) {
 // When the agent cannot write a frame it closes the stream: the client
 // then reports the agent gone (ErrDead) at once. It used to stop writing
 // but keep the stream open, and every call waited forever.
+//
+// Serve then returns the write's error, not the read loop's "use of closed
+// network connection" (the local backend's agent printed "use of closed
+// file" on the user's stderr), and nothing when the client went away
+// (EPIPE): that is how every agent's life ends.
 func TestAgentWriteFailureEndsTheStream(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		err     error
+		wantErr string // "" for a nil error from Serve
+	}{
+		{"write fails", nil, "injected write failure"},
+		{"client gone", syscall.EPIPE, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testAgentWriteFailure(t, tc.err, tc.wantErr) })
+	}
+}
+
+func testAgentWriteFailure(t *testing.T, werr error, wantErr string) {
 	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -365,7 +388,7 @@ func TestAgentWriteFailureEndsTheStream(t *testing.T) {
 	b, _ := net.FileConn(fb)
 	fa.Close()
 	fb.Close()
-	fc := &failingConn{Conn: a}
+	fc := &failingConn{Conn: a, err: werr}
 	served := make(chan error, 1)
 	go func() { served <- Serve(fc, ServeOptions{Logf: t.Logf}) }()
 	c, err := agent.Dial(context.Background(), b, wire.Hello{Workspace: t.TempDir()})
@@ -385,7 +408,13 @@ func TestAgentWriteFailureEndsTheStream(t *testing.T) {
 		}
 	}
 	select {
-	case <-served:
+	case err := <-served:
+		switch {
+		case wantErr == "" && err != nil:
+			t.Errorf("Serve after the client went away: %v, want nil", err)
+		case wantErr != "" && (err == nil || !strings.Contains(err.Error(), wantErr) || errors.Is(err, net.ErrClosed)):
+			t.Errorf("Serve after its write failed: %v, want the write's error %q", err, wantErr)
+		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("Serve did not return after its stream failed")
 	}

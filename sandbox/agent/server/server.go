@@ -108,9 +108,9 @@ func Serve(conn io.ReadWriteCloser, opts ServeOptions) error {
 }
 
 type server struct {
-	conn  io.ReadWriteCloser
-	logf  func(string, ...any)
-	wmu   sync.Mutex
+	conn io.ReadWriteCloser
+	logf func(string, ...any)
+	wmu  sync.Mutex
 	// werr is the write error that closed the stream (under wmu): the read
 	// loop then reports it instead of its own "use of closed file".
 	werr  error

@@ -28,7 +28,10 @@
 //     and ends with SBX_TIMEOUT and the partial output, like a real command;
 //   - Python cells are answered by a fake kernel driver speaking the kernel's
 //     protocol (results, displays, exceptions; a hanging cell is ended by the
-//     timeout's interrupt with KeyboardInterrupt, its state kept);
+//     timeout's interrupt with KeyboardInterrupt, its state kept); with
+//     sandbox.WithPythonImports, a fake template plays the interpreter that
+//     forks contexts (every import succeeds: the fake has no modules to
+//     miss) and its contexts answer from the same rules;
 //   - bash sessions are answered by a fake bash speaking the session
 //     protocol over the terminal stream (output, exit status, cwd, commands
 //     left running that take input and Ctrl-C).

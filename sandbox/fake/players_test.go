@@ -21,11 +21,11 @@ import (
 
 // newLocal starts a real sandbox on the local backend, or skips (fails
 // where CI requires the namespace tier).
-func newLocal(t *testing.T) *sandbox.Sandbox {
+func newLocal(t *testing.T, opts ...sandbox.Option) *sandbox.Sandbox {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	sb, err := sandbox.New(ctx, sandbox.AllowWeaker(sandbox.TierLandlock, sandbox.TierProcess))
+	sb, err := sandbox.New(ctx, append([]sandbox.Option{sandbox.AllowWeaker(sandbox.TierLandlock, sandbox.TierProcess)}, opts...)...)
 	if err != nil {
 		if strings.Contains(os.Getenv("SANDBOXKIT_REQUIRE"), "namespace") {
 			t.Fatalf("SANDBOXKIT_REQUIRE names namespace, but no local sandbox starts: %v", err)
@@ -118,6 +118,65 @@ func TestPythonMatchesTheLocalBackend(t *testing.T) {
 			return "", sb.Python.Create(ctx, "second")
 		}},
 	})
+}
+
+// A sandbox made WithPythonImports forks its contexts from a template
+// interpreter: the fake plays the template too. It used to take the
+// template for an unscripted command, and every Python call then failed
+// (or waited for the start timeout) in the fake while it worked on the
+// local backend.
+func TestPythonWithImportsMatchesTheLocalBackend(t *testing.T) {
+	imports := sandbox.WithPythonImports("json")
+	real := newLocal(t, imports)
+	if !real.Info().PythonAvailable {
+		if strings.Contains(os.Getenv("SANDBOXKIT_REQUIRE"), "python") {
+			t.Fatal("SANDBOXKIT_REQUIRE names python, but the local sandbox has no python3")
+		}
+		t.Skip("no python3 in the local sandbox")
+	}
+	sb, fk := fake.New(t, fake.WithSandboxOptions(imports))
+	s := fk.Script
+	s.Python(fake.Exact("x = 21"), fake.PythonReply{})
+	s.Python(fake.Exact("x * 2"), fake.PythonReply{Result: "42"})
+	s.Python(fake.Regexp(`time\.sleep`), fake.PythonReply{Hang: true})
+	s.Python(fake.Exact("x"), fake.PythonReply{Result: "21"})
+	s.Python(fake.Exact("y = 1"), fake.PythonReply{})
+	ctxRun := func(name, code string) func(context.Context, *sandbox.Sandbox) (string, error) {
+		return func(ctx context.Context, sb *sandbox.Sandbox) (string, error) {
+			if err := sb.Python.Create(ctx, name); err != nil {
+				return "create", err
+			}
+			ex, err := sb.Python.Run(ctx, code, sandbox.PythonRunOptions{Context: name})
+			return pyFacts(ex), err
+		}
+	}
+	start := time.Now()
+	compare(t, real, sb, []step{
+		{"a statement", py("x = 21", 0)},
+		{"a final expression is the result", py("x * 2", 0)},
+		{"a cell past its timeout is interrupted", py("import time\ntime.sleep(30)", 500*time.Millisecond)},
+		{"state survives the interrupt", py("x", 0)},
+		{"a second context, forked too", ctxRun("second", "y = 1")},
+		{"removing it", func(ctx context.Context, sb *sandbox.Sandbox) (string, error) {
+			return "", sb.Python.Remove(ctx, "second")
+		}},
+		{"the first context is unharmed", py("x", 0)},
+	})
+	if d := time.Since(start); d > 20*time.Second {
+		t.Errorf("the steps took %v: a start waited for its timeout", d)
+	}
+	var forks int
+	for _, c := range fk.Calls() {
+		if c.Kind == fake.KindCommand {
+			t.Errorf("the template's machinery was recorded as a command: %+v", c)
+		}
+		if c.Kind == fake.KindPython {
+			forks++
+		}
+	}
+	if forks != 6 {
+		t.Errorf("recorded %d Python cells, want 6", forks)
+	}
 }
 
 func TestPythonUnavailableMatchesAnImageWithoutPython(t *testing.T) {

@@ -4,9 +4,12 @@ import (
 	"bufio"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"io"
+	"path"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -23,34 +26,53 @@ func isKernel(args []string, stdin, pty bool) bool {
 // KeyboardInterrupt, as the real driver does. It returns the exit status.
 func (fk *Fake) playKernel(p *proc) int {
 	in := bufio.NewReader(p.stdin)
-	var hdr [8]byte
-	if _, err := io.ReadFull(in, hdr[:]); err != nil {
+	if !readDriverSource(in) {
 		return 3
-	}
-	n, err := strconv.Atoi(string(hdr[:]))
-	if err != nil || n < 0 {
-		return 3
-	}
-	if _, err := io.CopyN(io.Discard, in, int64(n)); err != nil {
-		return 3
-	}
-	send := func(v any) bool {
-		b, _ := json.Marshal(v)
-		_, err := p.stdout.Write(append(b, '\n'))
-		return err == nil
 	}
 	interrupts := make(chan struct{}, 1)
 	p.setSignalHandler(func(sig int, _ bool) bool {
 		if sig != sigINT {
 			return false
 		}
-		select {
-		case interrupts <- struct{}{}:
-		default:
-		}
+		interrupt(interrupts)
 		return true
 	})
-	if !send(map[string]any{"t": "ready", "pid": p.pid, "version": "3.12.0", "executable": "/usr/bin/python3"}) {
+	return fk.serveKernel(p, in, p.stdout, p.pid, interrupts)
+}
+
+// readDriverSource consumes the driver source the bootstrap reads from
+// stdin: eight digits of length, then the source.
+func readDriverSource(in *bufio.Reader) bool {
+	var hdr [8]byte
+	if _, err := io.ReadFull(in, hdr[:]); err != nil {
+		return false
+	}
+	n, err := strconv.Atoi(string(hdr[:]))
+	if err != nil || n < 0 {
+		return false
+	}
+	_, err = io.CopyN(io.Discard, in, int64(n))
+	return err == nil
+}
+
+// interrupt delivers a SIGINT to a kernel player; one pending is enough.
+func interrupt(interrupts chan struct{}) {
+	select {
+	case interrupts <- struct{}{}:
+	default:
+	}
+}
+
+// serveKernel is a context's side of the kernel protocol on in and out: it
+// says it is ready (as process pid), then answers run requests until in
+// closes. p is the process whose end ends the context.
+func (fk *Fake) serveKernel(p *proc, in *bufio.Reader, out io.Writer, pid int, interrupts chan struct{}) int {
+	send := func(v any) bool {
+		b, _ := json.Marshal(v)
+		_, err := out.Write(append(b, '\n'))
+		return err == nil
+	}
+	if !send(map[string]any{"t": "ready", "pid": pid, "version": "3.12.0", "executable": "/usr/bin/python3"}) {
 		return 1
 	}
 	for {
@@ -74,6 +96,107 @@ func (fk *Fake) playKernel(p *proc) int {
 		}
 		if !fk.runCell(p, req.N, req.Code, send, interrupts) {
 			return 1
+		}
+	}
+}
+
+// isTemplate reports whether args start the driver as a template
+// (sandbox.WithPythonImports): the kernel's bootstrap followed by
+// "template" and the modules to import.
+func isTemplate(args []string, stdin, pty bool) bool {
+	return stdin && !pty && len(args) >= 5 && args[1] == "-u" && args[2] == "-c" && args[4] == "template" && strings.Contains(args[3], "<sandboxkit-driver>")
+}
+
+// isStub reports whether args start a forked context's stand-in process
+// (pykernel's stubArgv, `sleep 2147483647`), which only lends its pipes
+// to the context forked for it. (A script cannot answer that exact
+// command line: the fake plays it as the stand-in it is.)
+func isStub(args []string, pty bool) bool {
+	return !pty && len(args) == 2 && path.Base(args[0]) == "sleep" && args[1] == "2147483647"
+}
+
+// playStub is the stand-in: it runs until it is killed, by the template
+// when its context ends or by the agent when the context is killed.
+func playStub(p *proc) int {
+	<-p.ctx.Done()
+	return 128 + sigKILL
+}
+
+// playTemplate is the driver's template (see sandbox/pykernel/template.go
+// and driver.py) as a scripted process: it "imports" the modules (every
+// import succeeds: the fake has no modules to miss), says it is ready,
+// then answers fork requests by serving a context on the stand-in's pipes
+// (a player of the kernel, as playKernel is, scripted by the same rules),
+// signal requests by interrupting that context, and reports each
+// context's exit, killing its stand-in as the real template does.
+func (fk *Fake) playTemplate(p *proc) int {
+	in := bufio.NewReader(p.stdin)
+	if !readDriverSource(in) {
+		return 3
+	}
+	p.setSignalHandler(func(sig int, _ bool) bool { return sig == sigINT }) // contexts take their own
+	var wmu sync.Mutex
+	send := func(v any) bool {
+		b, _ := json.Marshal(v)
+		wmu.Lock()
+		defer wmu.Unlock()
+		_, err := p.stdout.Write(append(b, '\n'))
+		return err == nil
+	}
+	if !send(map[string]any{"t": "ready", "pid": p.pid, "version": "3.12.0", "executable": "/usr/bin/python3"}) {
+		return 1
+	}
+	var mu sync.Mutex
+	kids := map[int]chan struct{}{} // a live context's interrupts, by its pid
+	for {
+		line, err := in.ReadBytes('\n')
+		if err != nil {
+			return 0 // Go closed stdin: the template is done
+		}
+		var req struct {
+			Op   string `json:"op"`
+			N    int    `json:"n"`
+			Stub int    `json:"stub"`
+			PID  int    `json:"pid"`
+			Sig  int    `json:"sig"`
+		}
+		if err := json.Unmarshal(line, &req); err != nil {
+			send(map[string]any{"t": "bad", "msg": "fake template: cannot parse request"})
+			continue
+		}
+		switch req.Op {
+		case "signal":
+			mu.Lock()
+			ch := kids[req.PID]
+			mu.Unlock()
+			if ch != nil && req.Sig == sigINT {
+				interrupt(ch)
+			}
+		case "fork":
+			stub := p.runner.byPID(req.Stub)
+			if stub == nil || stub.stdin == nil {
+				send(map[string]any{"t": "forked", "n": req.N, "msg": fmt.Sprintf("process %d: No such process", req.Stub)})
+				continue
+			}
+			pid := fk.nextPID()
+			interrupts := make(chan struct{}, 1)
+			mu.Lock()
+			kids[pid] = interrupts
+			mu.Unlock()
+			send(map[string]any{"t": "forked", "n": req.N, "pid": pid})
+			go func() {
+				code := fk.serveKernel(stub, bufio.NewReader(stub.stdin), stub.stdout, pid, interrupts)
+				if stub.ctx.Err() != nil {
+					code = 128 + sigKILL // the stand-in was killed, and the context with it
+				}
+				mu.Lock()
+				delete(kids, pid)
+				mu.Unlock()
+				send(map[string]any{"t": "exit", "pid": pid, "code": code})
+				stub.end(128+sigKILL, true)
+			}()
+		default:
+			send(map[string]any{"t": "bad", "msg": "fake template: unknown op " + strconv.Quote(req.Op)})
 		}
 	}
 }

@@ -75,6 +75,10 @@ func (r *scriptRunner) Start(spec runner.Spec) (runner.Process, error) {
 	switch {
 	case isKernel(spec.Args, spec.Stdin, spec.Pty):
 		play = fk.playKernel
+	case isTemplate(spec.Args, spec.Stdin, spec.Pty):
+		play = fk.playTemplate
+	case isStub(spec.Args, spec.Pty):
+		play = playStub
 	case isShell(spec.Args, spec.Pty):
 		play = func(p *proc) int { return fk.playShell(p, path.Join(WorkspacePath, dir)) }
 	default:
@@ -98,6 +102,7 @@ func (r *scriptRunner) Start(spec runner.Spec) (runner.Process, error) {
 		play = func(p *proc) int { return fk.playCommand(p, f, e, req.Job, timeout) }
 	}
 	p := newProc(fk, spec)
+	p.runner = r
 	r.mu.Lock()
 	r.procs[p] = true
 	r.mu.Unlock()
@@ -167,9 +172,10 @@ var signalNames = map[int]string{sigHUP: "SIGHUP", sigINT: "SIGINT", sigQUIT: "S
 // proc is a scripted process: the server holds one end of each pipe, the
 // player the other.
 type proc struct {
-	fk    *Fake
-	pid   int
-	start time.Time
+	fk     *Fake
+	runner *scriptRunner // the runner that started it (the template finds stand-ins there)
+	pid    int
+	start  time.Time
 	// ctx ends when the process ends (exit or signal).
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -195,10 +201,7 @@ type proc struct {
 func newProc(fk *Fake, spec runner.Spec) *proc {
 	p := &proc{fk: fk, start: fk.Clock.Now(), done: make(chan struct{})}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
-	fk.mu.Lock()
-	fk.lastPID++
-	p.pid = 100 + fk.lastPID
-	fk.mu.Unlock()
+	p.pid = fk.nextPID()
 	if spec.Stdin || spec.Pty {
 		srv, play := net.Pipe()
 		p.srvIn, p.stdin = srv, play
@@ -213,6 +216,26 @@ func newProc(fk *Fake, spec runner.Spec) *proc {
 		p.closers = append(p.closers, play)
 	}
 	return p
+}
+
+// nextPID gives the next scripted process its PID.
+func (fk *Fake) nextPID() int {
+	fk.mu.Lock()
+	defer fk.mu.Unlock()
+	fk.lastPID++
+	return 100 + fk.lastPID
+}
+
+// byPID returns the running scripted process pid, or nil.
+func (r *scriptRunner) byPID(pid int) *proc {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for p := range r.procs {
+		if p.pid == pid {
+			return p
+		}
+	}
+	return nil
 }
 
 // end ends the process with code (a signal's when bySignal), once: its

@@ -59,6 +59,10 @@ type Error struct {
 	Op      string // e.g. "Files.Read"
 	Message string // what happened and what to do
 	Err     error  // underlying cause, may be nil
+
+	// errShown: Message already says what Err says (in other words), so
+	// Error does not repeat it.
+	errShown bool
 }
 
 func (e *Error) Error() string {
@@ -69,10 +73,26 @@ func (e *Error) Error() string {
 	if e.Message != "" {
 		s += ": " + e.Message
 	}
-	if e.Err != nil && (e.Message == "" || !containsErr(e.Message, e.Err)) {
+	if e.Err != nil && !e.errShown && (e.Message == "" || !containsErr(e.Message, e.Err)) {
 		s += ": " + e.Err.Error()
 	}
 	return s
+}
+
+// deathCause returns what err says beyond "sandbox agent is gone" (every
+// layer that wrapped agent.ErrDead with "%w: why" adds a prefix), or "".
+func deathCause(err error) string {
+	msg := err.Error()
+	for {
+		rest, ok := strings.CutPrefix(msg, agent.ErrDead.Error())
+		if !ok {
+			return msg
+		}
+		msg = strings.TrimLeft(rest, ": ")
+		if msg == "" || msg == "EOF" || msg == "unexpected EOF" {
+			return "" // the stream ended: that says nothing about why
+		}
+	}
 }
 
 func containsErr(msg string, err error) bool { return strings.Contains(msg, err.Error()) }
@@ -172,7 +192,16 @@ func wrapErr(op string, err error) error {
 	case errors.Is(err, agent.ErrClosed):
 		return &Error{Code: CodeClosed, Op: op, Message: "the sandbox was closed (by Close or its TTL) while the call ran; create a new sandbox", Err: err}
 	case errors.Is(err, agent.ErrDead):
-		return &Error{Code: CodeDead, Op: op, Message: "the sandbox's agent is gone (the sandbox died or was killed); create a new sandbox", Err: err}
+		// Why it died (the OOM killer, a crash, thread exhaustion: what
+		// the backend read from the stream's end) comes first; after the
+		// generic advice a model reading a tool result often missed it.
+		if cause := deathCause(err); cause != "" {
+			if !strings.Contains(cause, "create a new sandbox") { // a backend's cause may advise already
+				cause += "; create a new sandbox"
+			}
+			return &Error{Code: CodeDead, Op: op, Message: "the sandbox's agent is gone: " + cause, Err: err, errShown: true}
+		}
+		return &Error{Code: CodeDead, Op: op, Message: "the sandbox's agent is gone (the sandbox died or was killed); create a new sandbox", Err: err, errShown: true}
 	case errors.Is(err, context.DeadlineExceeded):
 		return &Error{Code: CodeTimeout, Op: op, Message: "the caller's context deadline passed", Err: err}
 	case errors.Is(err, context.Canceled):

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sandboxkit/sandboxkit/sandbox/agent"
 	"github.com/sandboxkit/sandboxkit/sandbox/agent/wire"
 	"github.com/sandboxkit/sandboxkit/sandbox/driver"
 )
@@ -99,5 +100,30 @@ func TestBackendErrorKeepsItsCode(t *testing.T) {
 	err = wrapErr("Files.Read", &wire.WireError{Code: "FROM_THE_FUTURE", Message: "no such file"})
 	if CodeOf(err) != CodeInternal || !strings.Contains(err.Error(), `unknown error code "FROM_THE_FUTURE"`) {
 		t.Errorf("unknown agent code became %v, want SBX_INTERNAL naming it", err)
+	}
+}
+
+// A dead agent's error leads with why it died, when the stream knows (the
+// OOM killer, a crash, thread exhaustion), and says "agent is gone" once:
+// the cause used to come last, after the generic text and a second "sandbox
+// agent is gone", where a model reading a tool result stops reading.
+func TestDeadAgentErrorLeadsWithTheCause(t *testing.T) {
+	cause := "the kernel's OOM killer ended it (memory limit 64 MiB: raise Limits.MemoryBytes)"
+	err := wrapErr("Commands.Run", fmt.Errorf("%w: %s", agent.ErrDead, cause))
+	want := "SBX_DEAD Commands.Run: the sandbox's agent is gone: " + cause
+	if msg := err.Error(); !strings.HasPrefix(msg, want) || strings.Count(msg, "gone") != 1 {
+		t.Errorf("error = %q\nwant it to start %q and say \"gone\" once", msg, want)
+	}
+	if !errors.Is(err, ErrDead) || !errors.Is(err, agent.ErrDead) || CodeOf(err) != CodeDead {
+		t.Errorf("error %v lost its code or its cause", err)
+	}
+	// A backend's cause that advises already is not advised twice.
+	docker := "the sandbox container was killed through the Docker engine (signal 9); create a new sandbox"
+	if msg := wrapErr("Files.Read", fmt.Errorf("%w: %s", agent.ErrDead, docker)).Error(); strings.Count(msg, "create a new sandbox") != 1 {
+		t.Errorf("error = %q, want the advice once", msg)
+	}
+	// Without a cause the message stays the generic one.
+	if msg := wrapErr("Commands.Run", agent.ErrDead).Error(); msg != "SBX_DEAD Commands.Run: the sandbox's agent is gone (the sandbox died or was killed); create a new sandbox" {
+		t.Errorf("error without a cause = %q", msg)
 	}
 }

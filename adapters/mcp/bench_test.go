@@ -21,8 +21,15 @@ import (
 //     a tool that returns a constant: what any go-sdk server costs per call,
 //     before this adapter does anything;
 //
-//   - mcp=in-memory: this server and a go-sdk client over the SDK's
-//     in-memory transport: the SDK's cost on both sides plus this adapter;
+//   - sdk=trivial-tool-in-process: the same over an InProcessTransport:
+//     the SDK's dispatch alone, without its in-memory transport's JSON
+//     lines (sdk=trivial-tool minus this is what that transport costs);
+//
+//   - mcp=in-memory: this server and a go-sdk client over an
+//     InProcessTransport, what an in-process user runs: the SDK's
+//     dispatch on both sides plus this adapter;
+//
+//   - mcp=sdk-in-memory: the same over the go-sdk's InMemoryTransport;
 //
 //   - mcp=lines: this server over a LineTransport (the stdio transport of
 //     `sandboxkit mcp`) on an in-memory pipe, driven by raw JSON lines: what
@@ -55,8 +62,10 @@ func BenchmarkCall(b *testing.B) {
 			}
 		}
 	}
-	inMemory := func(b *testing.B, run func(context.Context, sdk.Transport)) {
-		ct, st := sdk.NewInMemoryTransports()
+	sdkPipe := func() (sdk.Transport, sdk.Transport) { return sdk.NewInMemoryTransports() }
+	inProcess := func() (sdk.Transport, sdk.Transport) { return NewInProcessTransports() }
+	inMemory := func(b *testing.B, transports func() (sdk.Transport, sdk.Transport), run func(context.Context, sdk.Transport)) {
+		ct, st := transports()
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		go run(ctx, st)
@@ -67,23 +76,27 @@ func BenchmarkCall(b *testing.B) {
 		defer cs.Close()
 		bench(b, cs)
 	}
-	b.Run("sdk=trivial-tool", func(b *testing.B) {
+	trivial := func(b *testing.B, transports func() (sdk.Transport, sdk.Transport)) {
 		srv := sdk.NewServer(&sdk.Implementation{Name: "bench", Version: "1"}, nil)
 		srv.AddTool(&sdk.Tool{Name: "echo", InputSchema: map[string]any{"type": "object"}},
 			func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 				return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "kit 1 count 0"}}}, nil
 			})
-		inMemory(b, func(ctx context.Context, t sdk.Transport) {
+		inMemory(b, transports, func(ctx context.Context, t sdk.Transport) {
 			if ss, err := srv.Connect(ctx, t, nil); err == nil {
 				_ = ss.Wait()
 			}
 		})
-	})
-	b.Run("mcp=in-memory", func(b *testing.B) {
+	}
+	b.Run("sdk=trivial-tool", func(b *testing.B) { trivial(b, sdkPipe) })
+	b.Run("sdk=trivial-tool-in-process", func(b *testing.B) { trivial(b, inProcess) })
+	ours := func(b *testing.B, transports func() (sdk.Transport, sdk.Transport)) {
 		srv := NewServer((&factory{}).make, nil)
 		defer srv.Close()
-		inMemory(b, func(ctx context.Context, t sdk.Transport) { _ = srv.Run(ctx, t) })
-	})
+		inMemory(b, transports, func(ctx context.Context, t sdk.Transport) { _ = srv.Run(ctx, t) })
+	}
+	b.Run("mcp=in-memory", func(b *testing.B) { ours(b, inProcess) })
+	b.Run("mcp=sdk-in-memory", func(b *testing.B) { ours(b, sdkPipe) })
 	b.Run("mcp=lines", func(b *testing.B) {
 		srv := NewServer((&factory{}).make, nil)
 		defer srv.Close()

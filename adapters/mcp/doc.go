@@ -38,6 +38,12 @@
 // session instead. A request the client cancelled gets no reply, and no
 // error reply carries code 0.
 //
+// In one process (an agent of your own on the go-sdk's client), connect
+// with [NewInProcessTransports] rather than the go-sdk's in-memory
+// transport: messages cross as Go values, copied, instead of JSON lines
+// through a pipe, which halves what a call allocates (see
+// [InProcessTransport]).
+//
 // Infrastructure failures are handled per session: when the sandbox dies or
 // is closed under a session (a toolkit error with Fatal() true), the call
 // returns an isError result saying that the sandbox was lost, the session's

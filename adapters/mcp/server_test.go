@@ -16,8 +16,8 @@ import (
 	"github.com/sandboxkit/sandboxkit/toolkit"
 )
 
-// These tests run the server in-process over the go-sdk's in-memory and
-// HTTP transports, with small toolkits made for each test, to pin down
+// These tests run the server in-process over an InProcessTransport and
+// over the go-sdk's HTTP transport, with small toolkits made for each test, to pin down
 // the adapter's own behaviour: sessions, releases, error mapping and
 // progress. cmd/sandboxkit's tests drive the same server with real
 // sandboxes through the built binary.
@@ -98,12 +98,19 @@ func (f *factory) make(ctx context.Context) (*toolkit.Toolkit, func(), error) {
 	}, nil
 }
 
-// connect runs srv over an in-memory transport and connects a client to
+// connect runs srv over an InProcessTransport and connects a client to
 // it. It returns the client session and a channel that yields Run's
 // result.
 func connect(t *testing.T, srv *Server, opts *sdk.ClientOptions) (*sdk.ClientSession, <-chan error) {
 	t.Helper()
-	ct, st := sdk.NewInMemoryTransports()
+	return connectOver(t, srv, opts, func() (sdk.Transport, sdk.Transport) { return NewInProcessTransports() })
+}
+
+// connectOver is connect over the transports pair() makes (client end
+// first).
+func connectOver(t *testing.T, srv *Server, opts *sdk.ClientOptions, pair func() (sdk.Transport, sdk.Transport)) (*sdk.ClientSession, <-chan error) {
+	t.Helper()
+	ct, st := pair()
 	ran := make(chan error, 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -381,7 +388,7 @@ func TestRunReleasesWhenItsContextEnds(t *testing.T) {
 	f := &factory{progressWait: make(chan struct{})}
 	srv := NewServer(f.make, nil)
 	defer srv.Close()
-	ct, st := sdk.NewInMemoryTransports()
+	ct, st := NewInProcessTransports()
 	ctx, cancel := context.WithCancel(context.Background())
 	ran := make(chan error, 1)
 	go func() { ran <- srv.Run(ctx, st) }()

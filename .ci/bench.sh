@@ -27,10 +27,19 @@ run ./adapters/mcp 'Call' -benchtime 2000x
 run ./toolkit 'BenchmarkCall$' -benchtime 2000x
 run ./sandbox/sandboxtest 'EgressDownload' -benchtime 20x
 run ./agentloop 'RunInAFreshSandbox' -benchtime 20x
+# The rest of the table: engines and tools against their own floors.
+run ./sandbox/local/isolate 'BenchmarkCreate$' -benchtime 50x
+run ./sandbox/pykernel 'RoundTrip|BenchmarkStart$' -benchtime 10x
+run ./sandbox/shell 'EchoHi' -benchtime 50x
+run ./toolkit 'BenchmarkReadFile$' -benchtime 200x
+run ./cmd/sandboxkit 'RunCommandOverMCP' -benchtime 50x
+run ./sandbox/fake '.' -benchtime 200x
 if docker info >/dev/null 2>&1; then
 	run ./sandbox/docker 'PoolGetAndFirstCommand|BenchmarkCommand$|PythonNewContext|EgressDownload' -benchtime 10x
+	run ./sandbox/docker 'BenchmarkCreate$' -benchtime 5x
 fi
 if [ -n "${SANDBOXKIT_K8S_KUBECONFIG:-}" ]; then
-	run ./sandbox/kubernetes 'PoolGetAndFirstCommand' -benchtime 10x
+	run ./sandbox/kubernetes 'PoolGetAndFirstCommand|BenchmarkCommand$' -benchtime 10x
+	run ./sandbox/kubernetes 'BenchmarkCreate$' -benchtime 3x
 fi
 uptime

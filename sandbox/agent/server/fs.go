@@ -179,6 +179,24 @@ func (w *workspace) readUpTo(a wire.FSReadRequest, limit int64) (res any, done b
 	if e != nil {
 		return nil, true, e
 	}
+	max := readMax(a)
+	if limit >= 0 {
+		// A small regular file without a symbolic link on its path is
+		// read with raw system calls (readSmallRaw says why); anything
+		// else, including every error, goes the ordinary way below. A
+		// whole-file read over max is refused below, so it is not read
+		// here.
+		rawLimit := limit
+		if wholeFile(a) {
+			rawLimit = min(limit, max)
+		}
+		if data, size, ok := w.readSmallRaw(rel, rawLimit); ok {
+			if wholeFile(a) {
+				return wholeReply(data, size, max), true, nil
+			}
+			return linesReply(a, data, size, max), true, nil
+		}
+	}
 	// O_NONBLOCK: opening a FIFO a command made must not hang the request
 	// (it is refused below as not a regular file); reads of regular files
 	// ignore the flag.
@@ -198,6 +216,18 @@ func (w *workspace) readUpTo(a wire.FSReadRequest, limit int64) (res any, done b
 	return res, true, e
 }
 
+// wholeFile reports whether a asks for the whole file (no range of lines).
+func wholeFile(a wire.FSReadRequest) bool { return a.Limit <= 0 && a.Offset <= 0 }
+
+// readMax is the most bytes a read returns.
+func readMax(a wire.FSReadRequest) int64 {
+	max := a.MaxBytes
+	if max <= 0 {
+		max = defaultMaxRead
+	}
+	return min(max, maxReadBytes)
+}
+
 func readOpen(f *os.File, fi fs.FileInfo, a wire.FSReadRequest) (any, *wire.WireError) {
 	if fi.IsDir() {
 		return nil, wire.Errorf(wire.CodeIsDir, "%q is a directory: list it instead of reading it", a.Path)
@@ -205,13 +235,8 @@ func readOpen(f *os.File, fi fs.FileInfo, a wire.FSReadRequest) (any, *wire.Wire
 	if !fi.Mode().IsRegular() {
 		return nil, wire.Errorf(wire.CodeInvalidArgument, "%q is not a regular file", a.Path)
 	}
-	max := a.MaxBytes
-	if max <= 0 {
-		max = defaultMaxRead
-	}
-	max = min(max, maxReadBytes)
-	rep := wire.FSReadReply{Size: fi.Size()}
-	if a.Limit <= 0 && a.Offset <= 0 {
+	max := readMax(a)
+	if wholeFile(a) {
 		if fi.Size() > max {
 			return nil, wire.Errorf(wire.CodeTooLarge, "%q is %d bytes, over the %d byte read limit: read a range of lines (offset/limit) or copy it out", a.Path, fi.Size(), max)
 		}
@@ -220,13 +245,7 @@ func readOpen(f *os.File, fi fs.FileInfo, a wire.FSReadRequest) (any, *wire.Wire
 		if err != nil {
 			return nil, fsError(a.Path, err)
 		}
-		if int64(n) > max {
-			n = int(max)
-			rep.Truncated = true
-		}
-		rep.Data = buf[:n]
-		rep.Binary = isBinary(rep.Data)
-		return rep, nil
+		return wholeReply(buf[:n], fi.Size(), max), nil
 	}
 	// Line mode: stream through the file without holding more than the
 	// requested lines.
@@ -234,9 +253,29 @@ func readOpen(f *os.File, fi fs.FileInfo, a wire.FSReadRequest) (any, *wire.Wire
 	if err != nil {
 		return nil, fsError(a.Path, err)
 	}
+	return linesReply(a, data, fi.Size(), max), nil
+}
+
+// wholeReply is the reply to a whole-file read of a file of size bytes
+// whose contents were data (one byte more than size when it grew).
+func wholeReply(data []byte, size, max int64) wire.FSReadReply {
+	rep := wire.FSReadReply{Size: size}
+	if int64(len(data)) > max {
+		data = data[:max]
+		rep.Truncated = true
+	}
+	rep.Data = data
+	rep.Binary = isBinary(rep.Data)
+	return rep
+}
+
+// linesReply is the reply to a read of a range of lines from data, the
+// contents of a file of size bytes.
+func linesReply(a wire.FSReadRequest, data []byte, size, max int64) wire.FSReadReply {
+	rep := wire.FSReadReply{Size: size}
 	if isBinary(data) {
 		rep.Binary = true
-		return rep, nil
+		return rep
 	}
 	line := 0
 	start := 0
@@ -264,7 +303,7 @@ func readOpen(f *os.File, fi fs.FileInfo, a wire.FSReadRequest) (any, *wire.Wire
 		start = next
 	}
 	rep.Data = out
-	return rep, nil
+	return rep
 }
 
 func readFull(f *os.File, buf []byte) (int, error) {

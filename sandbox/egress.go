@@ -423,7 +423,7 @@ func egressControl(cp *compiledPolicy) Control {
 }
 
 func egressMechanism(cp *compiledPolicy) string {
-	return fmt.Sprintf("HTTP/HTTPS proxy on the sandbox's own loopback (%s), each connection carried over the agent's stream to the host, which allows only %s: names checked before any DNS lookup, resolved on the host, private/loopback/link-local addresses refused unless a rule is marked internal, TLS server name checked against the CONNECT host; programs that ignore the proxy have no network",
+	return fmt.Sprintf("HTTP/HTTPS proxy on the sandbox's own loopback (%s), each connection handed to the host (the program's socket itself, where the agent's stream is a unix socket) or carried over the agent's stream, and the host allows only %s: names checked before any DNS lookup, resolved on the host, private/loopback/link-local addresses refused unless a rule is marked internal, TLS server name checked against the CONNECT host; programs that ignore the proxy have no network",
 		EgressProxyAddr, strings.Join(cp.describe(), ", "))
 }
 

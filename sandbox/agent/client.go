@@ -102,6 +102,9 @@ type Call struct {
 // ctx bounds the handshake only.
 func Dial(ctx context.Context, conn io.ReadWriteCloser, h wire.Hello) (*Client, error) {
 	h.Version = wire.Version
+	// The agent may hand proxy connections' sockets over where the
+	// stream carries descriptors (package agent/internal/tunnel).
+	h.ProxyHandoff = h.Proxy != "" && tunnel.CanHandOff(conn)
 	b, err := json.Marshal(h)
 	if err != nil {
 		return nil, err
@@ -231,7 +234,11 @@ func (c *Client) Close() error {
 
 func (c *Client) readLoop() {
 	defer c.readers.Done()
-	r := wire.NewFrameReader(c.conn)
+	var src io.Reader = c.conn
+	if c.hello.ProxyHandoff {
+		src = c.tunnel.HandoffReader(c.conn) // keeps the handed-over sockets
+	}
+	r := wire.NewFrameReader(src)
 	var err error
 	for {
 		var f wire.Frame
@@ -265,7 +272,7 @@ func (c *Client) readLoop() {
 }
 
 func (c *Client) deliver(f wire.Frame) error {
-	if f.Type >= wire.FrameConnOpen && f.Type <= wire.FrameConnClose {
+	if f.Type >= wire.FrameConnOpen && f.Type <= wire.FrameConnHandoff {
 		if c.hello.Proxy == "" {
 			return fmt.Errorf("%w: %s frame without an egress proxy", wire.ErrProtocol, f.Type)
 		}

@@ -22,11 +22,14 @@ import (
 
 // proxy is the agent's listener for egress.
 type proxy struct {
-	l     net.Listener
-	tn    *tunnel.Tunnel
-	next  uint32
-	slots chan struct{}
-	wg    sync.WaitGroup
+	l    net.Listener
+	tn   *tunnel.Tunnel
+	next uint32
+	// handoff: connections' sockets are handed to the host
+	// (Hello.ProxyHandoff), not carried.
+	handoff bool
+	slots   chan struct{}
+	wg      sync.WaitGroup
 }
 
 // listenProxy listens on addr for connections to carry over s's stream;
@@ -37,10 +40,14 @@ func (s *server) listenProxy(addr string) (*proxy, error) {
 		return nil, err
 	}
 	tn := tunnel.New(s.send, s.write, l.Addr())
-	// A download's bytes go from the stream into each connection's pipe
-	// and on to the program's socket without entering the agent.
-	tn.UseStream(s.conn, s.writeWith, tunnel.Splicing{Receive: true})
-	return &proxy{l: l, tn: tn, slots: make(chan struct{}, wire.MaxProxyConns)}, nil
+	// Where the host asked for it and the stream takes descriptors, each
+	// connection's socket goes to the host, which serves it directly.
+	// Otherwise a download's bytes go from the stream into each
+	// connection's pipe and on to the program's socket without entering
+	// the agent.
+	handoff := s.hello.ProxyHandoff && tunnel.CanHandOff(s.conn)
+	tn.UseStream(s.conn, s.writeWith, tunnel.Splicing{Receive: true, HandOff: handoff})
+	return &proxy{l: l, tn: tn, handoff: handoff, slots: make(chan struct{}, wire.MaxProxyConns)}, nil
 }
 
 // readFrame reads the stream's next frame for the read loop; with the
@@ -86,6 +93,18 @@ func (p *proxy) acceptLoop() {
 		}
 		p.next++
 		id := p.next
+		if p.handoff {
+			// The host takes the socket; the slot is freed when it
+			// says it is done (or the stream ends).
+			handed, err := p.tn.HandOff(id, c.(*net.TCPConn), func() { <-p.slots })
+			if handed {
+				c.Close()
+				if err != nil {
+					return // the stream is gone
+				}
+				continue
+			}
+		}
 		tc, err := p.tn.Add(id, c.RemoteAddr())
 		if err == nil {
 			err = p.tn.Send(id, wire.FrameConnOpen, nil)

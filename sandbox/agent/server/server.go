@@ -226,6 +226,7 @@ func (s *server) handleHello(p []byte) error {
 			return err
 		}
 		rep.Proxy = s.proxy.l.Addr().String()
+		rep.ProxyHandoff = s.proxy.handoff
 	}
 	res, _ := json.Marshal(rep)
 	msg, _ := json.Marshal(wire.Reply{Result: res})

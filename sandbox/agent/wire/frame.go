@@ -54,7 +54,7 @@ type FrameType uint8
 
 // Frame types. Client->agent: Hello, Request, Stdin, StdinClose, Cancel,
 // Signal, Ack. Agent->client: HelloOK, Reply, Stdout, Stderr, Event, Ack, Blob,
-// ConnOpen. Either way: ConnData, ConnAck, ConnEOF, ConnClose (package agent/internal/tunnel;
+// ConnOpen, ConnHandoff. Either way: ConnData, ConnAck, ConnEOF, ConnClose (package agent/internal/tunnel;
 // their id is a connection id the agent chose, not a request id).
 const (
 	FrameHello      FrameType = 1  // JSON Hello
@@ -75,12 +75,17 @@ const (
 	FrameConnAck    FrameType = 16 // uint32 count of connection bytes consumed
 	FrameConnEOF    FrameType = 17 // no payload: the sender writes no more to the connection
 	FrameConnClose  FrameType = 18 // no payload: the sender dropped the connection
-	maxFrameType    FrameType = 18
+	// FrameConnHandoff (agent->client, Hello.ProxyHandoff): no payload;
+	// the connection's socket itself comes with the frame's bytes as a
+	// descriptor (SCM_RIGHTS), and the client serves it directly. A
+	// ConnClose from the client ends it for the agent's count.
+	FrameConnHandoff FrameType = 19
+	maxFrameType     FrameType = 19
 )
 
 func (t FrameType) String() string {
 	names := [...]string{"invalid", "hello", "hello-ok", "request", "reply", "stdout", "stderr", "event", "stdin", "stdin-close", "cancel", "signal", "ack", "blob",
-		"conn-open", "conn-data", "conn-ack", "conn-eof", "conn-close"}
+		"conn-open", "conn-data", "conn-ack", "conn-eof", "conn-close", "conn-handoff"}
 	if int(t) < len(names) {
 		return names[t]
 	}

@@ -30,6 +30,11 @@ type Hello struct {
 	// ("127.0.0.1:3128") where the agent accepts connections for the
 	// egress proxy and carries each to the client (see Client.Egress).
 	Proxy string `json:"proxy,omitempty"`
+	// ProxyHandoff says the client takes a proxy connection's socket
+	// itself, as a descriptor sent over the stream (FrameConnHandoff),
+	// instead of its bytes in Conn* frames: the stream is a unix socket
+	// and the client reads it with recvmsg.
+	ProxyHandoff bool `json:"proxy_handoff,omitempty"`
 }
 
 // Rlimit is one resource limit for the agent's children.
@@ -52,6 +57,9 @@ type HelloReply struct {
 	// Proxy is the address the agent listens on for the egress proxy, ""
 	// when Hello asked for none (or the agent predates egress).
 	Proxy string `json:"proxy,omitempty"`
+	// ProxyHandoff: the agent hands its proxy connections' sockets to the
+	// client (Hello.ProxyHandoff) instead of carrying their bytes.
+	ProxyHandoff bool `json:"proxy_handoff,omitempty"`
 }
 
 // Request is one operation. Args holds the op's argument struct.

@@ -136,7 +136,7 @@ type Tunnel struct {
 	conns  map[uint32]*Conn
 	closed bool
 	// accepted queues connections the peer opened (host side only).
-	accepted chan *Conn
+	accepted chan net.Conn
 	local    net.Addr
 	// receivePipes counts the connections holding a pipe; noSplice is
 	// set when a splice from the stream was refused as unsupported.
@@ -152,6 +152,9 @@ type Tunnel struct {
 	streamWrite func(func(io.Writer) error) error
 	spliceSend  bool
 	pipes       bool
+
+	// ho holds connections handed over as sockets (handoff.go).
+	ho handoff
 }
 
 // Splicing says which of a side's ConnData bytes UseStream moves with
@@ -166,6 +169,10 @@ type Splicing struct {
 	// (the agent's download direction, to the program's socket). Each
 	// connection then holds two more descriptors.
 	Receive bool
+	// HandOff: the agent sends proxy connections' sockets themselves to
+	// the host (HandOff, handoff.go), where the stream is a unix socket
+	// and the host asked for them (Hello.ProxyHandoff).
+	HandOff bool
 }
 
 // UseStream lets tn move connection bytes between sockets and stream, the
@@ -192,6 +199,9 @@ func (tn *Tunnel) UseStream(stream any, write func(func(io.Writer) error) error,
 		return
 	}
 	tn.stream, tn.streamWrite, tn.spliceSend, tn.pipes = rc, write, how.Send, how.Receive
+	if how.HandOff && isUnixStream(rc) {
+		tn.ho.rc = rc
+	}
 	if how.Send {
 		growSendBuffer(rc, streamSendBuffer)
 	}
@@ -201,7 +211,7 @@ func (tn *Tunnel) UseStream(stream any, write func(func(io.Writer) error) error,
 // frames) and write (encoded ConnData frames, one Write each); local names
 // this side's end of every connection.
 func New(send func(uint32, wire.FrameType, []byte) error, write func([]byte) error, local net.Addr) *Tunnel {
-	return &Tunnel{send: send, write: write, conns: map[uint32]*Conn{}, accepted: make(chan *Conn, maxTunnelConns), local: local}
+	return &Tunnel{send: send, write: write, conns: map[uint32]*Conn{}, accepted: make(chan net.Conn, maxTunnelConns), local: local}
 }
 
 // Add registers a connection the agent's proxy accepted under id.
@@ -385,6 +395,12 @@ func (tn *Tunnel) Deliver(f wire.Frame) error {
 		}
 		return nil
 	}
+	if f.Type == wire.FrameConnHandoff {
+		return tn.deliverHandoff(f.ID)
+	}
+	if f.Type == wire.FrameConnClose && tn.releaseHanded(f.ID) {
+		return nil // the host is done with a connection handed to it
+	}
 	c := tn.Get(f.ID)
 	if c == nil {
 		return nil // a connection this side already dropped
@@ -426,7 +442,19 @@ func (tn *Tunnel) Shutdown() {
 	tn.closed = true
 	conns := tn.conns
 	tn.conns = map[uint32]*Conn{}
+	pending, live, released := tn.ho.pending, tn.ho.live, tn.ho.released
+	tn.ho.pending, tn.ho.live, tn.ho.released = nil, nil, nil
 	tn.mu.Unlock()
+	// Handed-over connections end with the stream, as carried ones do.
+	for _, fd := range pending {
+		closeFD(fd)
+	}
+	for _, hc := range live {
+		hc.Close()
+	}
+	for _, release := range released {
+		release()
+	}
 	for _, c := range conns {
 		c.mu.Lock()
 		c.reset = true

@@ -123,7 +123,8 @@ func openConn(t *testing.T, host, agent *side, id uint32) (hc, ac *Conn) {
 		t.Fatal(err)
 	}
 	select {
-	case hc = <-host.tn.accepted:
+	case c := <-host.tn.accepted:
+		hc = c.(*Conn)
 	case <-time.After(30 * time.Second):
 		t.Fatal("the host did not see the connection")
 	}

@@ -160,9 +160,11 @@ func (p *egressProxy) handle(c net.Conn) {
 		refuse(c, http.StatusBadRequest, "bad proxy request", ev.reason)
 		return
 	}
+	var release func()
 	select {
 	case p.slots <- struct{}{}:
-		defer func() { <-p.slots }()
+		release = sync.OnceFunc(func() { <-p.slots })
+		defer release()
 	default:
 		ev.reason = fmt.Sprintf("connection limit: %d egress connections are open, the sandbox's limit (EgressPolicy.MaxConns)", p.policy.maxConns)
 		refuse(c, http.StatusTooManyRequests, "too many egress connections", ev.reason+"; close some or retry later")
@@ -184,7 +186,7 @@ func (p *egressProxy) handle(c net.Conn) {
 		p.tunnel(c, br, host, port, addrs, &ev)
 		return
 	}
-	p.forward(c, br, req, port, addrs, &ev)
+	p.forward(c, br, req, port, addrs, &ev, release)
 }
 
 // proxyTarget returns the host and port a proxy request is for: the
@@ -367,7 +369,12 @@ func closeWrite(c net.Conn) {
 // forward serves one allowed plain HTTP request: sent to the destination
 // in origin form with its Host set to the checked host, the response sent
 // back, the connection closed after it.
-func (p *egressProxy) forward(c net.Conn, br *bufio.Reader, req *http.Request, port int, addrs []netip.Addr, ev *egressEvent) {
+//
+// release frees the connection's slot. It runs before the program sees
+// the response end: a client that sends its next request as soon as one
+// ends (curl run twice) found the slot still held and got 429 on a busy
+// machine.
+func (p *egressProxy) forward(c net.Conn, br *bufio.Reader, req *http.Request, port int, addrs []netip.Addr, ev *egressEvent, release func()) {
 	up, addr, err := p.dial(addrs, port)
 	if err != nil {
 		ev.allowed, ev.reason = true, "dial failed: "+err.Error()
@@ -414,6 +421,8 @@ func (p *egressProxy) forward(c net.Conn, br *bufio.Reader, req *http.Request, p
 			ev.reason = fmt.Sprintf("byte limit: the sandbox's egress reached its limit of %d bytes (EgressPolicy.MaxBytes); the response was cut", p.policy.maxBytes)
 		}
 	}
+	up.Close()
+	release()
 	closeWrite(c)
 }
 

@@ -13,6 +13,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"time"
 	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -43,8 +44,12 @@ const DefaultMaxLineBytes = 16 << 20
 // error that has no JSON-RPC code; it becomes -32603, internal error).
 type LineTransport struct {
 	// In is read line by line. It is closed when the connection closes,
-	// if it is an io.Closer (a blocked read of a terminal or a pipe
-	// may still not return before the next line: that is the OS).
+	// if it is an io.Closer. When In has a working SetReadDeadline (a
+	// net.Conn, a pipe from os.Pipe), the session's reads read it
+	// directly; otherwise a goroutine reads it and hands each message
+	// over, so that closing the connection never waits for a read that
+	// a close does not interrupt (os.Stdin in blocking mode: its read
+	// returns with the next line).
 	In io.Reader
 	// Out receives one JSON-RPC message per line. It is closed when the
 	// connection closes, if it is an io.Closer.
@@ -55,13 +60,17 @@ type LineTransport struct {
 	// MaxLineBytes bounds one inbound message; a longer line is skipped
 	// and answered with -32600. Zero means DefaultMaxLineBytes.
 	MaxLineBytes int
+
+	stdin bool // In is os.Stdin: read a pollable reopening of it if there is one
 }
 
 // StdioTransport returns a LineTransport on the process's standard input and
-// output (left open when the connection closes), logging refused lines to
-// log (which must not write to stdout).
+// output (standard output is left open when the connection closes), logging
+// refused lines to log (which must not write to stdout). When standard input is a pipe, the
+// connection reads it through a descriptor of its own that Go's poller
+// waits on (Linux; see LineTransport.In).
 func StdioTransport(log *slog.Logger) *LineTransport {
-	return &LineTransport{In: os.Stdin, Out: struct{ io.Writer }{os.Stdout}, Logger: log}
+	return &LineTransport{In: os.Stdin, Out: struct{ io.Writer }{os.Stdout}, Logger: log, stdin: true}
 }
 
 // Connect implements the go-sdk's Transport interface. It starts reading In.
@@ -69,8 +78,14 @@ func (t *LineTransport) Connect(context.Context) (sdk.Connection, error) {
 	if t.In == nil || t.Out == nil {
 		return nil, errors.New("mcp.LineTransport: In and Out must be set")
 	}
+	in := t.In
+	if t.stdin {
+		if f := pollableStdin(); f != nil {
+			in = f // ours to close; os.Stdin stays open
+		}
+	}
 	c := &lineConn{
-		in:       t.In,
+		in:       in,
 		out:      t.Out,
 		log:      t.Logger,
 		max:      t.MaxLineBytes,
@@ -84,9 +99,28 @@ func (t *LineTransport) Connect(context.Context) (sdk.Connection, error) {
 	if c.max <= 0 {
 		c.max = DefaultMaxLineBytes
 	}
+	c.r = bufio.NewReaderSize(c.in, 64<<10)
+	if d, ok := in.(readDeadliner); ok && d.SetReadDeadline(noDeadline) == nil {
+		// In can be interrupted (a pipe or socket Go's poller waits on):
+		// Read reads it itself, so that a message reaches the session
+		// without a hand-off between goroutines.
+		c.direct = d
+		return c, nil
+	}
 	go c.readLoop()
 	return c, nil
 }
+
+// readDeadliner is an In whose blocked reads a deadline (and so Close)
+// interrupts: net.Conn, and an *os.File that Go's poller waits on (a pipe
+// made by os.Pipe, standard input made pollable by StdioTransport); the
+// SetReadDeadline of other files fails with os.ErrNoDeadline.
+type readDeadliner interface {
+	SetReadDeadline(time.Time) error
+}
+
+// noDeadline clears a read deadline.
+var noDeadline time.Time
 
 // lineConn is one LineTransport connection.
 type lineConn struct {
@@ -95,10 +129,23 @@ type lineConn struct {
 	log *slog.Logger
 	max int
 
-	incoming chan jsonrpc.Message // well-formed messages, in order
+	r *bufio.Reader // In, read only by the reader (readLoop or Read)
+
+	// Either Read reads In itself (direct is set: In can be interrupted)
+	// or a goroutine, readLoop, does and hands messages over on incoming,
+	// so that Close can end a Read blocked on an In that a close does
+	// not interrupt (os.Stdin in blocking mode: its read returns with the
+	// next line or EOF, whenever that comes).
+	//
+	// Reading in Read saves a goroutine hand-off per message, on an idle
+	// machine most of its cost: waking the other goroutine's thread.
+	direct   readDeadliner
+	watched  context.Context // the context a direct Read's deadline follows
+	unwatch  func() bool
+	incoming chan jsonrpc.Message // readLoop: well-formed messages, in order
 	closed   chan struct{}
 	once     sync.Once
-	readErr  error // why In ended; set before incoming is closed
+	readErr  error // why In ended; readLoop sets it before closing incoming
 
 	writeMu sync.Mutex // one line at a time on out
 
@@ -112,21 +159,15 @@ type lineConn struct {
 
 func (c *lineConn) SessionID() string { return "" }
 
-// readLoop reads lines until In ends, answering the malformed ones and
-// handing the others to Read.
+// readLoop reads messages until In ends and hands them to Read.
 func (c *lineConn) readLoop() {
-	r := bufio.NewReaderSize(c.in, 64<<10)
 	for {
-		line, tooLong, err := readLine(r, c.max)
-		if tooLong {
-			c.refuse(nullID, jsonrpc.CodeInvalidRequest, fmt.Sprintf("message longer than %d bytes; it was skipped", c.max), line)
-		} else if len(bytes.TrimSpace(line)) > 0 {
-			if msg := c.check(line); msg != nil {
-				select {
-				case c.incoming <- msg:
-				case <-c.closed:
-					return
-				}
+		msg, err := c.next()
+		if msg != nil {
+			select {
+			case c.incoming <- msg:
+			case <-c.closed:
+				return
 			}
 		}
 		if err != nil {
@@ -135,6 +176,24 @@ func (c *lineConn) readLoop() {
 			c.mu.Unlock()
 			close(c.incoming)
 			return
+		}
+	}
+}
+
+// next reads lines until one carries a message for the session, answering
+// and skipping the malformed ones. err is why In ended; the last line may
+// still have carried a message.
+func (c *lineConn) next() (jsonrpc.Message, error) {
+	for {
+		line, tooLong, err := readLine(c.r, c.max)
+		var msg jsonrpc.Message
+		if tooLong {
+			c.refuse(nullID, jsonrpc.CodeInvalidRequest, fmt.Sprintf("message longer than %d bytes; it was skipped", c.max), line)
+		} else if len(bytes.TrimSpace(line)) > 0 {
+			msg = c.check(line)
+		}
+		if msg != nil || err != nil {
+			return msg, err
 		}
 	}
 }
@@ -405,6 +464,9 @@ func (c *lineConn) track(req *jsonrpc.Request) bool {
 
 // Read returns the next well-formed message.
 func (c *lineConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	if c.direct != nil {
+		return c.readDirect(ctx)
+	}
 	select {
 	case <-ctx.Done():
 		return nil, ctx.Err()
@@ -419,6 +481,59 @@ func (c *lineConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 		}
 		return msg, nil
 	}
+}
+
+// readDirect is Read when In can be interrupted: it reads In itself. ctx
+// ending sets a read deadline in the past, Close closes In; either ends a
+// blocked read. What ended In is returned by this and every later Read.
+func (c *lineConn) readDirect(ctx context.Context) (jsonrpc.Message, error) {
+	select {
+	case <-c.closed:
+		return nil, io.EOF
+	default:
+	}
+	if c.readErr != nil {
+		return nil, c.readErr
+	}
+	if err := c.watch(ctx); err != nil {
+		return nil, err
+	}
+	msg, err := c.next()
+	if err != nil {
+		select {
+		case <-c.closed:
+			err = io.EOF
+		default:
+			if ctx.Err() != nil {
+				err = ctx.Err()
+			}
+		}
+		c.readErr = err
+	}
+	if msg != nil {
+		return msg, nil
+	}
+	return nil, c.readErr
+}
+
+// watch makes ctx's end interrupt direct reads of In. The session passes
+// the same context to every Read, so this registers once.
+func (c *lineConn) watch(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if ctx == c.watched || ctx.Done() == nil {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.unwatch != nil {
+		c.unwatch()
+	}
+	c.watched = ctx
+	d := c.direct
+	c.unwatch = context.AfterFunc(ctx, func() { _ = d.SetReadDeadline(time.Unix(1, 0)) })
+	return nil
 }
 
 // Write sends msg on one line. A reply to a request the client cancelled is
@@ -469,6 +584,11 @@ func (c *lineConn) Close() error {
 	var err error
 	c.once.Do(func() {
 		close(c.closed)
+		c.mu.Lock()
+		if c.unwatch != nil {
+			c.unwatch()
+		}
+		c.mu.Unlock()
 		if cl, ok := c.in.(io.Closer); ok {
 			err = cl.Close()
 		}

@@ -5,8 +5,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -131,17 +133,43 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
+// input is how a test gives a LineTransport its input: a reader whose
+// blocked reads a deadline interrupts (the transport reads it in Read), or
+// one it must read from a goroutine of its own.
+type input struct {
+	name string
+	pipe func(testing.TB) (io.ReadCloser, io.WriteCloser)
+}
+
+var inputs = []input{
+	{"os.Pipe read in Read", func(t testing.TB) (io.ReadCloser, io.WriteCloser) {
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r, w
+	}},
+	{"io.Pipe read by a goroutine", func(testing.TB) (io.ReadCloser, io.WriteCloser) { return io.Pipe() }},
+}
+
+// forEachInput runs test once per kind of input.
+func forEachInput(t *testing.T, test func(t *testing.T, in input)) {
+	for _, in := range inputs {
+		t.Run(in.name, func(t *testing.T) { test(t, in) })
+	}
+}
+
 // lineSession runs srv over a LineTransport on pipes and connects the SDK
 // client to it through a tap.
-func lineSession(t testing.TB, srv *Server, log *slog.Logger) (*sdk.ClientSession, *tap, <-chan error) {
+func lineSession(t testing.TB, srv *Server, log *slog.Logger, in input) (*sdk.ClientSession, *tap, <-chan error) {
 	t.Helper()
-	return lineSessionMax(t, srv, log, 0)
+	return lineSessionMax(t, srv, log, 0, in)
 }
 
 // lineSessionMax is lineSession with the transport's MaxLineBytes.
-func lineSessionMax(t testing.TB, srv *Server, log *slog.Logger, maxLine int) (*sdk.ClientSession, *tap, <-chan error) {
+func lineSessionMax(t testing.TB, srv *Server, log *slog.Logger, maxLine int, in input) (*sdk.ClientSession, *tap, <-chan error) {
 	t.Helper()
-	inR, inW := io.Pipe()
+	inR, inW := in.pipe(t)
 	outR, outW := io.Pipe()
 	ctx, cancel := context.WithCancel(context.Background())
 	ran := make(chan error, 1)
@@ -180,106 +208,114 @@ func errorCode(m map[string]any) int64 {
 }
 
 func TestLineTransportSurvivesMalformedLines(t *testing.T) {
-	f := &factory{}
-	srv := NewServer(f.make, nil)
-	defer srv.Close()
-	var logged lockedBuffer
-	cs, tp, ran := lineSession(t, srv, slog.New(slog.NewTextHandler(&logged, nil)))
-	want := 1
-	if got := textOf(call(t, cs, "count", nil)); got != "kit 1 count 1" {
-		t.Fatalf("first call: %q", got)
-	}
-	for _, h := range hostileLines {
-		if err := tp.inject(h.line); err != nil {
-			t.Fatalf("%s: writing: %v", h.name, err)
+	forEachInput(t, func(t *testing.T, in input) {
+		f := &factory{}
+		srv := NewServer(f.make, nil)
+		defer srv.Close()
+		var logged lockedBuffer
+		cs, tp, ran := lineSession(t, srv, slog.New(slog.NewTextHandler(&logged, nil)), in)
+		want := 1
+		if got := textOf(call(t, cs, "count", nil)); got != "kit 1 count 1" {
+			t.Fatalf("first call: %q", got)
 		}
-		if h.code != 0 {
-			m := tp.reply(t, h.name)
-			if got := errorCode(m); got != h.code {
-				t.Errorf("%s: reply %v, want error code %d", h.name, m, h.code)
+		for _, h := range hostileLines {
+			if err := tp.inject(h.line); err != nil {
+				t.Fatalf("%s: writing: %v", h.name, err)
 			}
-			if m["jsonrpc"] != "2.0" {
-				t.Errorf("%s: reply %v lacks jsonrpc 2.0", h.name, m)
+			if h.code != 0 {
+				m := tp.reply(t, h.name)
+				if got := errorCode(m); got != h.code {
+					t.Errorf("%s: reply %v, want error code %d", h.name, m, h.code)
+				}
+				if m["jsonrpc"] != "2.0" {
+					t.Errorf("%s: reply %v lacks jsonrpc 2.0", h.name, m)
+				}
+			}
+			// The session, and the toolkit behind it, carry on.
+			want++
+			if got := textOf(call(t, cs, "count", nil)); got != "kit 1 count "+itoa(want) {
+				t.Fatalf("after %s: %q, want kit 1 count %d", h.name, got, want)
 			}
 		}
-		// The session, and the toolkit behind it, carry on.
-		want++
-		if got := textOf(call(t, cs, "count", nil)); got != "kit 1 count "+itoa(want) {
-			t.Fatalf("after %s: %q, want kit 1 count %d", h.name, got, want)
+		select {
+		case err := <-ran:
+			t.Fatalf("the server stopped: %v", err)
+		default:
 		}
-	}
-	select {
-	case err := <-ran:
-		t.Fatalf("the server stopped: %v", err)
-	default:
-	}
-	if f.created.Load() != 1 || f.released.Load() != 0 {
-		t.Errorf("created %d, released %d toolkits; want one, kept", f.created.Load(), f.released.Load())
-	}
-	for _, h := range []string{"this is not json", "jsonrpc"} {
-		if !strings.Contains(logged.String(), strings.Split(h, " ")[0]) {
-			t.Errorf("log does not mention %q:\n%s", h, logged.String())
+		if f.created.Load() != 1 || f.released.Load() != 0 {
+			t.Errorf("created %d, released %d toolkits; want one, kept", f.created.Load(), f.released.Load())
 		}
-	}
-	if n := strings.Count(logged.String(), "refused a malformed MCP message"); n < len(hostileLines)-1 {
-		t.Errorf("%d refusals logged for %d hostile lines:\n%s", n, len(hostileLines), logged.String())
-	}
+		for _, h := range []string{"this is not json", "jsonrpc"} {
+			if !strings.Contains(logged.String(), strings.Split(h, " ")[0]) {
+				t.Errorf("log does not mention %q:\n%s", h, logged.String())
+			}
+		}
+		if n := strings.Count(logged.String(), "refused a malformed MCP message"); n < len(hostileLines)-1 {
+			t.Errorf("%d refusals logged for %d hostile lines:\n%s", n, len(hostileLines), logged.String())
+		}
+	})
 }
 
 func TestLineTransportSkipsATooLongLine(t *testing.T) {
-	f := &factory{}
-	srv := NewServer(f.make, nil)
-	defer srv.Close()
-	cs, tp, _ := lineSessionMax(t, srv, nil, 4096)
-	call(t, cs, "count", nil)
-	tp.inject(`{"jsonrpc":"2.0","id":"raw-long","method":"ping","params":{"pad":"` + strings.Repeat("x", 100_000) + `"}}`)
-	if m := tp.reply(t, "a 100 KB line"); errorCode(m) != jsonrpc.CodeInvalidRequest || m["id"] != nil {
-		t.Errorf("a line over MaxLineBytes: %v, want -32600 with id null", m)
-	}
-	if got := textOf(call(t, cs, "count", nil)); got != "kit 1 count 2" {
-		t.Errorf("after the long line: %q", got)
-	}
+	forEachInput(t, func(t *testing.T, in input) {
+		f := &factory{}
+		srv := NewServer(f.make, nil)
+		defer srv.Close()
+		cs, tp, _ := lineSessionMax(t, srv, nil, 4096, in)
+		call(t, cs, "count", nil)
+		tp.inject(`{"jsonrpc":"2.0","id":"raw-long","method":"ping","params":{"pad":"` + strings.Repeat("x", 100_000) + `"}}`)
+		if m := tp.reply(t, "a 100 KB line"); errorCode(m) != jsonrpc.CodeInvalidRequest || m["id"] != nil {
+			t.Errorf("a line over MaxLineBytes: %v, want -32600 with id null", m)
+		}
+		if got := textOf(call(t, cs, "count", nil)); got != "kit 1 count 2" {
+			t.Errorf("after the long line: %q", got)
+		}
+	})
 }
 
 func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
 
 func TestLineTransportDropsRepliesToCancelledRequests(t *testing.T) {
-	f := &factory{progressWait: make(chan struct{})}
-	srv := NewServer(f.make, nil)
-	defer srv.Close()
-	var logged lockedBuffer
-	cs, tp, _ := lineSession(t, srv, slog.New(slog.NewTextHandler(&logged, nil)))
-	call(t, cs, "count", nil)
-	// A raw call, so that the test sees its reply if one is sent.
-	tp.inject(`{"jsonrpc":"2.0","id":"raw-wait","method":"tools/call","params":{"name":"wait","arguments":{}}}`)
-	time.Sleep(20 * time.Millisecond) // let it reach the tool; either order must work
-	tp.inject(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"raw-wait","reason":"user"}}`)
-	// The server answers an unknown raw method after it handled the
-	// cancellation; a reply to raw-wait would come first.
-	eventually(t, "the dropped reply is logged", func() bool {
-		return strings.Contains(logged.String(), "dropped the reply to a request the client cancelled")
+	forEachInput(t, func(t *testing.T, in input) {
+		f := &factory{progressWait: make(chan struct{})}
+		srv := NewServer(f.make, nil)
+		defer srv.Close()
+		var logged lockedBuffer
+		cs, tp, _ := lineSession(t, srv, slog.New(slog.NewTextHandler(&logged, nil)), in)
+		call(t, cs, "count", nil)
+		// A raw call, so that the test sees its reply if one is sent.
+		tp.inject(`{"jsonrpc":"2.0","id":"raw-wait","method":"tools/call","params":{"name":"wait","arguments":{}}}`)
+		time.Sleep(20 * time.Millisecond) // let it reach the tool; either order must work
+		tp.inject(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"raw-wait","reason":"user"}}`)
+		// The server answers an unknown raw method after it handled the
+		// cancellation; a reply to raw-wait would come first.
+		eventually(t, "the dropped reply is logged", func() bool {
+			return strings.Contains(logged.String(), "dropped the reply to a request the client cancelled")
+		})
+		tp.inject(`{"jsonrpc":"2.0","id":"raw-after","method":"ping"}`)
+		m := tp.reply(t, "ping after the cancellation")
+		if m["id"] != "raw-after" {
+			t.Errorf("got %v, want only the ping's reply (the cancelled request must get none)", m)
+		}
+		if got := textOf(call(t, cs, "count", nil)); got != "kit 1 count 2" {
+			t.Errorf("after the cancelled call: %q", got)
+		}
 	})
-	tp.inject(`{"jsonrpc":"2.0","id":"raw-after","method":"ping"}`)
-	m := tp.reply(t, "ping after the cancellation")
-	if m["id"] != "raw-after" {
-		t.Errorf("got %v, want only the ping's reply (the cancelled request must get none)", m)
-	}
-	if got := textOf(call(t, cs, "count", nil)); got != "kit 1 count 2" {
-		t.Errorf("after the cancelled call: %q", got)
-	}
 }
 
 func TestNoErrorReplyHasCodeZero(t *testing.T) {
-	// A failing factory made tools/list answer with code 0.
-	f := &factory{fail: io.ErrUnexpectedEOF}
-	srv := NewServer(f.make, nil)
-	defer srv.Close()
-	_, tp, _ := lineSession(t, srv, nil)
-	tp.inject(`{"jsonrpc":"2.0","id":"raw-list","method":"tools/list"}`)
-	m := tp.reply(t, "tools/list")
-	if c := errorCode(m); c == 0 || m["error"] == nil {
-		t.Errorf("tools/list with a failing factory: %v, want an error with a non-zero code", m)
-	}
+	forEachInput(t, func(t *testing.T, in input) {
+		// A failing factory made tools/list answer with code 0.
+		f := &factory{fail: io.ErrUnexpectedEOF}
+		srv := NewServer(f.make, nil)
+		defer srv.Close()
+		_, tp, _ := lineSession(t, srv, nil, in)
+		tp.inject(`{"jsonrpc":"2.0","id":"raw-list","method":"tools/list"}`)
+		m := tp.reply(t, "tools/list")
+		if c := errorCode(m); c == 0 || m["error"] == nil {
+			t.Errorf("tools/list with a failing factory: %v, want an error with a non-zero code", m)
+		}
+	})
 }
 
 // counterKit is the fuzz test's toolkit: one tool, so no line can end or replace the toolkit
@@ -313,7 +349,7 @@ func FuzzLineTransport(f *testing.F) {
 		}
 		srv := NewServer(counterKit, nil)
 		defer srv.Close()
-		cs, tp, _ := lineSession(t, srv, nil)
+		cs, tp, _ := lineSession(t, srv, nil, inputs[0])
 		call(t, cs, "count", nil)
 		tp.inject(string(line))
 		ctx, cancel := context.WithTimeout(context.Background(), bound)
@@ -338,4 +374,82 @@ func FuzzLineTransport(f *testing.F) {
 			break
 		}
 	})
+}
+
+// TestLineTransportReadsInReadWhereItCan: on an input whose blocked reads a
+// deadline interrupts, Read reads it itself, without a goroutine; Close and
+// the end of Read's context still end a Read blocked there, and a last line
+// without a newline still arrives before the end of the input.
+func TestLineTransportReadsInReadWhereItCan(t *testing.T) {
+	connect := func(in io.Reader) *lineConn {
+		t.Helper()
+		c, err := (&LineTransport{In: in, Out: io.Discard}).Connect(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c.(*lineConn)
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	c := connect(r)
+	if c.direct == nil {
+		t.Fatal("a LineTransport on os.Pipe reads from a goroutine")
+	}
+	if ir, iw := io.Pipe(); connect(ir).direct != nil {
+		iw.Close()
+		t.Fatal("a LineTransport on io.Pipe (no deadlines) reads in Read")
+	}
+
+	blocked := func(c *lineConn, ctx context.Context) <-chan error {
+		done := make(chan error, 1)
+		go func() { _, err := c.Read(ctx); done <- err }()
+		time.Sleep(10 * time.Millisecond) // let it block; the test holds either way
+		return done
+	}
+	expect := func(done <-chan error, want error, what string) {
+		t.Helper()
+		select {
+		case err := <-done:
+			if !errors.Is(err, want) {
+				t.Errorf("%s: Read returned %v, want %v", what, err, want)
+			}
+		case <-time.After(bound):
+			t.Fatalf("%s did not end a blocked Read", what)
+		}
+	}
+
+	// The context's end.
+	ctx, cancel := context.WithCancel(context.Background())
+	done := blocked(c, ctx)
+	cancel()
+	expect(done, context.Canceled, "cancelling the context")
+
+	// Close.
+	r2, w2, _ := os.Pipe()
+	defer w2.Close()
+	c2 := connect(r2)
+	done = blocked(c2, context.Background())
+	c2.Close()
+	expect(done, io.EOF, "Close")
+
+	// Messages, the last without a newline, then the end of the input.
+	r3, w3, _ := os.Pipe()
+	c3 := connect(r3)
+	io.WriteString(w3, `{"jsonrpc":"2.0","id":1,"method":"ping"}`+"\n"+`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	w3.Close()
+	for _, want := range []string{"ping", "notifications/initialized"} {
+		msg, err := c3.Read(context.Background())
+		if req, ok := msg.(*jsonrpc.Request); err != nil || !ok || req.Method != want {
+			t.Fatalf("read %v, %v; want %s", msg, err, want)
+		}
+	}
+	for range 2 { // the end is reported again, not a hang
+		if _, err := c3.Read(context.Background()); err != io.EOF {
+			t.Fatalf("at the end of the input: %v, want io.EOF", err)
+		}
+	}
 }

@@ -102,12 +102,18 @@ func TestPoolReplacesDeadSandboxes(t *testing.T) {
 	}
 	defer pool.Close()
 	// Wait until the one sandbox is ready, then kill every agent: the pool
-	// holds a sandbox that is dead.
+	// holds a sandbox that is dead. Get comes as soon as the agents have
+	// exited (they are zombies or gone), before the pool's own reader or
+	// reaper may have noticed: Get must find out for itself.
 	eventuallyTrue(t, "the pool's first sandbox to start", func() bool { return len(agentProcs(t)) >= 1 })
 	time.Sleep(200 * time.Millisecond)
-	for _, pid := range agentProcs(t) {
+	killed := agentProcs(t)
+	for _, pid := range killed {
 		p, _ := os.FindProcess(pid)
 		p.Kill()
+	}
+	for _, pid := range killed {
+		eventuallyTrue(t, fmt.Sprintf("agent %d to exit", pid), func() bool { return exited(pid) })
 	}
 	sb, err := pool.Get(ctx)
 	if err != nil {
@@ -171,6 +177,19 @@ func TestPooledSandboxesPassTheContract(t *testing.T) {
 	}
 	t.Cleanup(func() { pool.Close() })
 	sandboxtest.RunContract(t, pooledFactory(pool))
+}
+
+// exited reports whether process pid has exited: it is a zombie or gone.
+func exited(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	// The state follows the command name in parentheses, which may itself
+	// hold spaces or parentheses.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i < 0 || i+2 >= len(s) || s[i+2] == 'Z' || s[i+2] == 'X'
 }
 
 func eventuallyTrue(t *testing.T, what string, cond func() bool) {

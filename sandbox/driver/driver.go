@@ -203,6 +203,18 @@ type Pauser interface {
 	Resume(ctx context.Context) error
 }
 
+// Prober is implemented by an Instance that can tell, without a round trip
+// to its agent, whether the agent has exited: the kernel's view of the
+// agent's stream (a hang-up) rather than a reply. It is optional; package
+// sandbox's Pool asks it before handing a ready sandbox over and pings the
+// agent when an instance does not implement it. A backend implements it
+// only if a false "alive" is impossible once the agent has exited (its end
+// of the stream is closed by the exit itself).
+type Prober interface {
+	// Exited reports whether the agent has exited. It does not block.
+	Exited() bool
+}
+
 // DefaultStartTimeout bounds how long a backend may take to start when the
 // caller's context has no deadline.
 const DefaultStartTimeout = 2 * time.Minute

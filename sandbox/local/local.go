@@ -374,6 +374,10 @@ func (i *instance) Close(ctx context.Context) error {
 				i.closeErr = err
 			}
 		}
+		// The stream holds the socket (stream.go takes it out of the
+		// runtime's poller with a descriptor of its own); conn is the
+		// original descriptor.
+		i.stream.Close()
 		i.conn.Close()
 		select {
 		case <-i.done:

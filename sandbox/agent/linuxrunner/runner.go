@@ -3,9 +3,12 @@
 // Package linuxrunner is the agent's process runner on Linux (a
 // runner.Runner for package agent/server): every command starts in its own
 // process group (a pty's in its own session) with the sandbox's rlimits
-// applied by prlimit before it runs user code, carries a tag that finds it
-// after it left its tree (tags.go), and is reaped by one reaper (the agent
-// may be PID 1 or a child subreaper, so it reaps orphans too). A timeout,
+// in force before it runs user code (set by the forked child itself before
+// execve, start_clone.go; where that clone is not available, by prlimit
+// right after the start, start_exec.go), carries a tag that finds it after
+// it left its tree (tags.go), and is reaped once it exits (seen on its
+// pidfd, or by the reaper: the agent may be PID 1 or a child subreaper, so
+// it reaps orphans too). A timeout,
 // cancel or kill reaches the whole command: its group, its descendants
 // (stopped first, so none forks meanwhile) and everything carrying its tag.
 //

@@ -103,6 +103,18 @@ func (t *tagger) arm() uint64 {
 	return t.next
 }
 
+// take returns the next tag and the hard limit a child sets with it (0
+// when tags are unavailable), for a child that sets its own limit before
+// it execs: the agent's own limit is left alone. Call it under
+// procTable.mu.
+func (t *tagger) take() (tag, hard uint64) {
+	if t.off {
+		return 0, 0
+	}
+	t.next++
+	return t.next, t.hard
+}
+
 // disarm puts the agent's own soft limit back after the fork that arm
 // prepared (under procTable.mu, whether the fork succeeded or not), so the
 // agent never carries a tag another agent's kill could match.

@@ -33,11 +33,12 @@ func newFDBudget() *fdBudget {
 
 // fdsFor is what a running command holds: the read ends of stdout and
 // stderr (one pty master instead), the write end of stdin when it is
-// open, and its output file.
+// open, its output file, and the pidfd the Linux runner sees its exit on
+// (start_clone.go in package linuxrunner).
 func fdsFor(a wire.ExecRequest) int {
-	n := 2
+	n := 3
 	if a.Pty {
-		n = 1
+		n = 2
 	} else if a.Stdin {
 		n++
 	}

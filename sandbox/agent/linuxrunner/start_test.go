@@ -1,0 +1,147 @@
+//go:build linux
+
+package linuxrunner_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sandboxkit/sandboxkit/sandbox/agent"
+	"github.com/sandboxkit/sandboxkit/sandbox/agent/linuxrunner"
+	"github.com/sandboxkit/sandboxkit/sandbox/agent/server"
+	"github.com/sandboxkit/sandboxkit/sandbox/agent/wire"
+)
+
+// agentWith serves an agent with a runner made with opts over a
+// socketpair; hello's workspace is a fresh directory, returned too.
+func agentWith(t *testing.T, opts linuxrunner.Options, hello wire.Hello) (*agent.Client, string) {
+	t.Helper()
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fa, fc := os.NewFile(uintptr(fds[0]), "agent"), os.NewFile(uintptr(fds[1]), "client")
+	a, _ := net.FileConn(fa)
+	cc, _ := net.FileConn(fc)
+	fa.Close()
+	fc.Close()
+	served := make(chan error, 1)
+	go func() { served <- server.Serve(a, server.ServeOptions{Runner: linuxrunner.New(opts)}) }()
+	hello.Workspace = t.TempDir()
+	if hello.Env == nil {
+		hello.Env = []string{"PATH=/usr/bin:/bin"}
+	}
+	c, err := agent.Dial(context.Background(), cc, hello)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close(); <-served })
+	return c, hello.Workspace
+}
+
+// skipWithoutClone skips a test of what only the runner's own clone
+// (start_clone.go, amd64) does: elsewhere os/exec starts the command and
+// its limits land after it runs.
+func skipWithoutClone(t *testing.T) {
+	if runtime.GOARCH != "amd64" {
+		t.Skip("the runner's own clone is amd64 only; here rlimits are set after the start (start_exec.go)")
+	}
+}
+
+// TestRlimitsReachADoubleForkedOrphan: a command's rlimits are in force
+// before it runs, so a child it double-forks at once (its parent exits, so
+// it leaves the command's tree) is limited too. They used to be set with
+// prlimit once the command ran, and its children found through
+// /proc/PID/task/PID/children: an orphan re-parented before that walk
+// kept running with no CPU limit at all. The Spawn hook stands for a busy
+// agent: it returns only once the orphan exists and has left the tree
+// (on the old code: "the orphan's RLIMIT_CPU is {Cur:inf Max:inf}").
+func TestRlimitsReachADoubleForkedOrphan(t *testing.T) {
+	skipWithoutClone(t)
+	var ws string
+	busy := func(start func() error) error {
+		err := start()
+		if err != nil {
+			return err
+		}
+		// Hold the start until the orphan wrote its pid and its parent
+		// (the subshell) is gone.
+		deadline := time.Now().Add(30 * time.Second)
+		for time.Now().Before(deadline) {
+			if b, err := os.ReadFile(filepath.Join(ws, "orphan.pid")); err == nil && strings.HasSuffix(string(b), "\n") {
+				break
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		time.Sleep(20 * time.Millisecond)
+		return nil
+	}
+	c, dir := agentWith(t, linuxrunner.Options{Spawn: func(start func() error) error { return busy(start) }},
+		wire.Hello{Rlimits: []wire.Rlimit{{Resource: unix.RLIMIT_CPU, Name: "RLIMIT_CPU", Soft: 30, Hard: 31}}})
+	ws = dir
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var rep wire.ExecReply
+	script := `(sh -c 'echo $$ > orphan.pid; exec sleep 60' &); exit 0`
+	if err := c.Do(ctx, "exec", wire.ExecRequest{Args: []string{"sh", "-c", script}}, &rep); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(ws, "orphan.pid"))
+	if err != nil {
+		t.Fatalf("the orphan never started: %v", err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Kill(pid, syscall.SIGKILL)
+	var lim unix.Rlimit
+	if err := unix.Prlimit(pid, unix.RLIMIT_CPU, nil, &lim); err != nil {
+		t.Fatalf("the orphan %d: %v", pid, err)
+	}
+	if lim.Cur != 30 || lim.Max != 31 {
+		t.Fatalf("the orphan's RLIMIT_CPU is %+v, want {Cur:30 Max:31}: it escaped the command's limit", lim)
+	}
+}
+
+// TestRlimitThatCannotBeSetRefusesTheCommand: a limit the agent cannot
+// apply (an open-files limit above the kernel's nr_open, which even root
+// may not set) refuses the command with an error that names the limit,
+// runs nothing, and leaves the agent serving.
+func TestRlimitThatCannotBeSetRefusesTheCommand(t *testing.T) {
+	skipWithoutClone(t)
+	b, err := os.ReadFile("/proc/sys/fs/nr_open")
+	if err != nil {
+		t.Skip("no /proc/sys/fs/nr_open:", err)
+	}
+	nrOpen, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, ws := agentWith(t, linuxrunner.Options{}, wire.Hello{Rlimits: []wire.Rlimit{{Resource: unix.RLIMIT_NOFILE, Name: "RLIMIT_NOFILE", Soft: nrOpen + 1, Hard: nrOpen + 1}}})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err = c.Do(ctx, "exec", wire.ExecRequest{Args: []string{"touch", "ran"}}, nil)
+	var we *wire.WireError
+	if !errors.As(err, &we) || we.Code != wire.CodeExec || !strings.Contains(we.Message, "RLIMIT_NOFILE") {
+		t.Fatalf("exec with an rlimit that cannot be set: %v; want a %s error naming RLIMIT_NOFILE", err, wire.CodeExec)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "ran")); err == nil {
+		t.Fatal("the command ran without its limit")
+	}
+	// Still serving: a request that starts nothing.
+	if err := c.Do(ctx, wire.OpFSStat.Name, wire.FSPathRequest{Path: "."}, nil); err != nil {
+		t.Fatalf("the agent after the refusal: %v", err)
+	}
+}

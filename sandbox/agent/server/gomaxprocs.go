@@ -18,6 +18,7 @@ var procs struct {
 	mu       sync.Mutex
 	narrowed bool // NarrowProcs was called
 	widers   int  // searches running
+	cpus     int  // the runtime's default GOMAXPROCS, while widers > 0
 }
 
 // NarrowProcs runs the agent's Go scheduler on one P (GOMAXPROCS 1) except
@@ -33,8 +34,10 @@ func NarrowProcs() {
 	}
 }
 
-// widenProcs gives CPU-bound work the runtime's default GOMAXPROCS until
-// the returned function is called.
+// widenProcs gives a search the CPUs until the returned function is
+// called: GOMAXPROCS becomes the runtime's default plus one, and workers
+// is the default, the number of files to read and match at once (0 when
+// the process was never narrowed: the engine then picks).
 //
 // The default is the runtime's own (runtime.SetDefaultGOMAXPROCS: the CPUs
 // the agent's affinity allows, capped by its cgroup's CPU quota), not the
@@ -43,17 +46,24 @@ func NarrowProcs() {
 // so that value is 1, and a search widened to it ran on one core — 171 ms
 // of wall time and 175 ms of CPU over the Go source tree against
 // ripgrep's 89 ms on two, on a 2-core machine.
-func widenProcs() (restore func()) {
+//
+// The one P beyond the workers is for everything else: the walk that
+// feeds them, and the agent's other requests. The workers hold their Ps
+// through their system calls (search_linux.go), so with only as many Ps as
+// workers a request arriving during a search waited for a worker to yield.
+func widenProcs() (workers int, restore func()) {
 	procs.mu.Lock()
 	defer procs.mu.Unlock()
 	if !procs.narrowed {
-		return func() {}
+		return 0, func() {}
 	}
 	if procs.widers == 0 {
 		runtime.SetDefaultGOMAXPROCS()
+		procs.cpus = runtime.GOMAXPROCS(0)
+		runtime.GOMAXPROCS(procs.cpus + 1)
 	}
 	procs.widers++
-	return func() {
+	return procs.cpus, func() {
 		procs.mu.Lock()
 		defer procs.mu.Unlock()
 		if procs.widers--; procs.widers == 0 {

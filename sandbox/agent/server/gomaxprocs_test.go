@@ -20,10 +20,10 @@ func init() {
 	}
 	NarrowProcs()
 	narrow := runtime.GOMAXPROCS(0)
-	restore := widenProcs()
+	workers, restore := widenProcs()
 	wide := runtime.GOMAXPROCS(0)
 	restore()
-	fmt.Printf("%d %d %d\n", narrow, wide, runtime.GOMAXPROCS(0))
+	fmt.Printf("%d %d %d %d\n", narrow, wide, workers, runtime.GOMAXPROCS(0))
 	os.Exit(0)
 }
 
@@ -45,14 +45,17 @@ func TestSearchWidensAnAgentStartedOnOneP(t *testing.T) {
 	if err != nil {
 		t.Fatalf("probe: %v", err)
 	}
-	var narrow, wide, after int
-	if _, err := fmt.Sscan(strings.TrimSpace(string(out)), &narrow, &wide, &after); err != nil {
+	var narrow, wide, workers, after int
+	if _, err := fmt.Sscan(strings.TrimSpace(string(out)), &narrow, &wide, &workers, &after); err != nil {
 		t.Fatalf("probe said %q: %v", out, err)
 	}
 	if narrow != 1 || after != 1 {
 		t.Errorf("GOMAXPROCS outside a search: %d before, %d after; want 1", narrow, after)
 	}
-	if wide < 2 {
-		t.Errorf("a search in an agent started with GOMAXPROCS=1 runs with GOMAXPROCS %d on a %d-CPU machine; want the runtime's default (more than 1)", wide, runtime.NumCPU())
+	if workers < 2 {
+		t.Errorf("a search in an agent started with GOMAXPROCS=1 runs %d workers on a %d-CPU machine; want the runtime's default GOMAXPROCS (more than 1)", workers, runtime.NumCPU())
+	}
+	if wide != workers+1 {
+		t.Errorf("a search with %d workers runs with GOMAXPROCS %d; want one P more, for the walk and the agent's other requests", workers, wide)
 	}
 }

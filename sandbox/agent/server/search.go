@@ -40,10 +40,12 @@ func (w *workspace) search(ctx context.Context, a wire.FSSearchRequest) (any, *w
 	if limit <= 0 {
 		limit = defaultMaxResults
 	}
-	// The engine starts one worker per P: searching is the one thing the
-	// agent does that needs more than one (see NarrowProcs).
-	defer widenProcs()()
+	// Searching is the one thing the agent does that needs more than one
+	// P (see NarrowProcs): one worker per CPU.
+	workers, restore := widenProcs()
+	defer restore()
 	res, err := grep.Search(ctx, searchFS{w}, rel, m, grep.Options{
+		Workers:      workers,
 		MaxResults:   limit,
 		MaxFileSize:  maxSearchFile,
 		MaxLineBytes: maxMatchLine,

@@ -43,12 +43,12 @@ func (s searchFS) ReadDir(name string) ([]fs.DirEntry, error) {
 }
 
 // fdFile is a file opened for search: a bare descriptor, read with one
-// system call per Read.
+// system call per Read (on Linux a raw one, see search_linux.go).
 type fdFile int
 
 func (f fdFile) Read(p []byte) (int, error) {
 	for {
-		n, err := unix.Read(int(f), p)
+		n, err := searchRead(int(f), p)
 		if err == unix.EINTR {
 			continue
 		}
@@ -62,11 +62,11 @@ func (f fdFile) Read(p []byte) (int, error) {
 	}
 }
 
-func (f fdFile) Close() error { return unix.Close(int(f)) }
+func (f fdFile) Close() error { return searchClose(int(f)) }
 
 func (f fdFile) Stat() (fs.FileInfo, error) {
 	var st unix.Stat_t
-	if err := unix.Fstat(int(f), &st); err != nil {
+	if err := searchFstat(int(f), &st); err != nil {
 		return nil, err
 	}
 	return fdInfo{size: st.Size, mode: uint32(st.Mode)}, nil

@@ -19,7 +19,9 @@
 package agent
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -370,15 +372,7 @@ func (c *Client) send(id uint32, t wire.FrameType, payload []byte) error {
 // Start sends a request and returns at once; the reply arrives through
 // Call.Wait.
 func (c *Client) Start(op string, args any, h Handlers) (*Call, error) {
-	var raw json.RawMessage
-	if args != nil {
-		b, err := json.Marshal(args)
-		if err != nil {
-			return nil, fmt.Errorf("agent: encoding %s arguments: %w", op, err)
-		}
-		raw = b
-	}
-	b, err := json.Marshal(wire.Request{Op: op, Args: raw})
+	frame, err := encodeRequest(op, args)
 	if err != nil {
 		return nil, err
 	}
@@ -396,13 +390,51 @@ func (c *Client) Start(op string, args any, h Handlers) (*Call, error) {
 	call.id = c.next
 	c.calls[call.id] = call
 	c.mu.Unlock()
-	if err := c.send(call.id, wire.FrameRequest, b); err != nil {
+	binary.BigEndian.PutUint32(frame[4:8], call.id)
+	if err := c.write(frame); err != nil {
 		c.mu.Lock()
 		delete(c.calls, call.id)
 		c.mu.Unlock()
 		return nil, err
 	}
 	return call, nil
+}
+
+// encodeRequest returns the Request frame of op with args (its id left 0
+// for Start to fill in), encoded in one buffer: the JSON of wire.Request
+// is built around the arguments' JSON by hand (marshalling Request would
+// scan and copy the arguments once more), and the header goes in front.
+func encodeRequest(op string, args any) ([]byte, error) {
+	buf := make([]byte, wire.HeaderSize, 128)
+	buf = append(buf, `{"op":`...)
+	var err error
+	if buf, err = appendJSON(buf, op); err != nil {
+		return nil, err
+	}
+	if args != nil {
+		buf = append(buf, `,"args":`...)
+		if buf, err = appendJSON(buf, args); err != nil {
+			return nil, fmt.Errorf("agent: encoding %s arguments: %w", op, err)
+		}
+	}
+	buf = append(buf, '}')
+	if n := len(buf) - wire.HeaderSize; n > wire.MaxPayload {
+		// Nothing was sent: the stream and the sandbox are fine.
+		return nil, wire.Errorf(wire.CodeTooLarge, "the %s request is %d bytes, over the protocol's %d byte limit of one message: send less at once", op, n, wire.MaxPayload)
+	}
+	wire.AppendHeader(buf[:0], 0, wire.FrameRequest, len(buf)-wire.HeaderSize)
+	return buf, nil
+}
+
+// appendJSON appends v's JSON, as json.Marshal writes it (HTML escaped,
+// no trailing newline), to buf.
+func appendJSON(buf []byte, v any) ([]byte, error) {
+	w := bytes.NewBuffer(buf)
+	if err := json.NewEncoder(w).Encode(v); err != nil {
+		return nil, err
+	}
+	b := w.Bytes()
+	return b[:len(b)-1], nil // Encode ends with a newline
 }
 
 // Do sends a request and waits for its reply, decoding the result into out

@@ -60,6 +60,21 @@ type stream struct {
 	closeOnce     sync.Once
 	closeErr      error
 	rawConnShared rawConn
+
+	// Read's and Write's state, and the functions that use it, made once:
+	// a closure made per call escapes through the RawConn interface, an
+	// allocation or two per frame on each side.
+	rmu          sync.Mutex // one Read at a time
+	rbuf         []byte
+	rn           int
+	rerr         error
+	readFn, inFn func(uintptr) bool
+	wfmu         sync.Mutex // one Write at a time
+	wbuf         []byte
+	wn           int
+	werr         error
+	writeFn      func(uintptr) bool
+	inUseErr     error // inFn's error from use
 }
 
 // newStream wraps f, a non-blocking socket. It takes the socket out of the
@@ -96,6 +111,14 @@ func newEpollStream(f *os.File) (*stream, error) {
 	}
 	s := &stream{fd: fd}
 	s.rawConnShared = rawConn{s}
+	s.readFn, s.writeFn = s.readSome, s.writeAll
+	s.inFn = func(uintptr) bool {
+		done, err := s.use(s.readFn)
+		if err != nil {
+			s.inUseErr = err
+		}
+		return done
+	}
 	fail := func(err error) (*stream, error) {
 		if s.in != nil {
 			s.in.Close()
@@ -235,59 +258,80 @@ func (s *stream) Read(p []byte) (n int, err error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
-	werr := s.waitIn(func(fd uintptr) bool {
-		for {
-			r, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(unsafe.SliceData(p))), uintptr(len(p)))
-			switch e {
-			case 0:
-				if n = int(r); n == 0 {
-					err = io.EOF
-				}
-				return true
-			case syscall.EINTR:
-				continue
-			case syscall.EAGAIN:
-				return false // park until the socket is readable
-			default:
-				err = e
-				return true
-			}
-		}
-	})
+	s.rmu.Lock()
+	defer s.rmu.Unlock()
+	s.rbuf, s.rn, s.rerr, s.inUseErr = p, 0, nil, nil
+	werr := s.inRC.Read(s.inFn)
+	n, err = s.rn, s.rerr
+	s.rbuf = nil
+	if s.inUseErr != nil {
+		return 0, s.inUseErr // closed
+	}
 	if werr != nil {
 		return 0, werr // closed
 	}
 	return n, err
 }
 
+// readSome reads once into rbuf (Read's state); false: nothing to read.
+func (s *stream) readSome(fd uintptr) bool {
+	p := s.rbuf
+	for {
+		r, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(unsafe.SliceData(p))), uintptr(len(p)))
+		switch e {
+		case 0:
+			if s.rn = int(r); s.rn == 0 {
+				s.rerr = io.EOF
+			}
+			return true
+		case syscall.EINTR:
+			continue
+		case syscall.EAGAIN:
+			return false // park until the socket is readable
+		default:
+			s.rerr = e
+			return true
+		}
+	}
+}
+
 // Write writes all of p, parking whenever the socket's buffer is full, as
 // os.File's Write does.
 func (s *stream) Write(p []byte) (n int, err error) {
-	werr := s.waitOut(func(fd uintptr) bool {
-		for n < len(p) {
-			rest := p[n:]
-			r, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(unsafe.SliceData(rest))), uintptr(len(rest)))
-			switch e {
-			case 0:
-				if r == 0 {
-					err = io.ErrShortWrite // never for a socket; no endless loop either
-					return true
-				}
-				n += int(r)
-			case syscall.EINTR:
-			case syscall.EAGAIN:
-				return false // park until the socket is writable
-			default:
-				err = e
-				return true
-			}
-		}
-		return true
-	})
+	s.wfmu.Lock()
+	defer s.wfmu.Unlock()
+	s.wbuf, s.wn, s.werr = p, 0, nil
+	werr := s.waitOut(s.writeFn)
+	n, err = s.wn, s.werr
+	s.wbuf = nil
 	if err == nil {
 		err = werr
 	}
 	return n, err
+}
+
+// writeAll writes the rest of wbuf (Write's state); false: the socket is
+// full.
+func (s *stream) writeAll(fd uintptr) bool {
+	for s.wn < len(s.wbuf) {
+		rest := s.wbuf[s.wn:]
+		r, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(unsafe.SliceData(rest))), uintptr(len(rest)))
+		switch e {
+		case 0:
+			if r == 0 {
+				s.werr = io.ErrShortWrite // never for a socket; no endless loop either
+				return true
+			}
+			s.wn += int(r)
+		case syscall.EINTR:
+		case syscall.EAGAIN:
+			return false // park until the socket is writable
+		default:
+			s.werr = e
+			return true
+		}
+	}
+	return true
 }
 
 // Close closes the socket; a Read or Write parked on it returns an error.

@@ -161,6 +161,23 @@ func TestFloodingOutputWithStdinAndStatsCompletes(t *testing.T) {
 	}
 }
 
+// A request too big for one frame is refused before anything is sent,
+// with an error that says so (TOO_LARGE), and the stream stays usable. The
+// client once reported it as the agent's death ("sandbox agent is gone:
+// agent protocol error: frame of ... bytes exceeds ...").
+func TestOversizeRequestIsTooLargeAndStreamLives(t *testing.T) {
+	c, _ := pair(t, t.TempDir())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := c.Do(ctx, "fs.write", wire.FSWriteRequest{Path: "big", Data: make([]byte, wire.MaxPayload)}, nil)
+	if wireCode(err) != wire.CodeTooLarge || errors.Is(err, agent.ErrDead) {
+		t.Fatalf("writing %d bytes in one request: %v, want a %s error", wire.MaxPayload, err, wire.CodeTooLarge)
+	}
+	if err := c.Do(ctx, "ping", nil, nil); err != nil {
+		t.Fatalf("ping after the refused request: %v", err)
+	}
+}
+
 // A reply too big for one frame is an error the caller can act on, and
 // the agent keeps serving; it once refused to send it and went mute.
 func TestOversizeReplyIsTooLargeAndAgentLives(t *testing.T) {

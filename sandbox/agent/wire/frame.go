@@ -106,8 +106,24 @@ var ErrProtocol = errors.New("agent protocol error")
 // MaxPayload bytes for a frame and rejects unknown frame types.
 func ReadFrame(r io.Reader) (Frame, error) {
 	var h [HeaderSize]byte
-	if _, err := io.ReadFull(r, h[:]); err != nil {
-		return Frame{}, err
+	if br, ok := r.(*bufio.Reader); ok {
+		// From the buffer itself: h escapes through io.ReadFull's
+		// interface, an allocation per frame.
+		p, err := br.Peek(HeaderSize)
+		if len(p) < HeaderSize {
+			if err == io.EOF && len(p) > 0 {
+				err = io.ErrUnexpectedEOF
+			}
+			return Frame{}, err
+		}
+		copy(h[:], p)
+		br.Discard(HeaderSize)
+	} else {
+		hb := make([]byte, HeaderSize)
+		if _, err := io.ReadFull(r, hb); err != nil {
+			return Frame{}, err
+		}
+		copy(h[:], hb)
 	}
 	n := binary.BigEndian.Uint32(h[0:4])
 	f := Frame{ID: binary.BigEndian.Uint32(h[4:8]), Type: FrameType(h[8])}

@@ -23,12 +23,13 @@ import (
 // server share a process. That transport writes every message as a JSON
 // line into a net.Pipe, where a reader goroutine decodes it again: in
 // go-sdk v1.8.0 each message costs an encode, a copy through the pipe, a
-// goroutine hand-off and three JSON decodes (a batch probe, the envelope,
-// the method name), each of which allocates a 32 KiB buffer. Of the ~380
-// KB and eleven decodes a tool call allocated in memory, five decodes
-// (~165 KB) were that transport's; the other six are the SDK's dispatch
-// (params, _meta, the result), which every transport pays
-// (BenchmarkCall: sdk=trivial-tool against sdk=trivial-tool-in-process).
+// goroutine hand-off and two or three JSON decodes (a batch probe, the
+// envelope, a request's method name), each of which allocates a 32 KiB
+// buffer. Of the 390 KB and eleven decodes a tool call allocated in
+// memory, five decodes (166 KB) were that transport's; the other six are
+// the SDK's dispatch (params, _meta, the result), which every transport
+// pays (BenchmarkCall: sdk=trivial-tool against sdk=trivial-tool-in-process;
+// docs/upstream.md).
 //
 // What crosses is what the wire would carry, and nothing either side can
 // change under the other:

@@ -420,7 +420,7 @@ func encodeRequest(op string, args any) ([]byte, error) {
 	buf = append(buf, '}')
 	if n := len(buf) - wire.HeaderSize; n > wire.MaxPayload {
 		// Nothing was sent: the stream and the sandbox are fine.
-		return nil, wire.Errorf(wire.CodeTooLarge, "the %s request is %d bytes, over the protocol's %d byte limit of one message: send less at once", op, n, wire.MaxPayload)
+		return nil, wire.Errorf(wire.CodeTooLarge, "the call's arguments are %d bytes, over the %d byte limit of one message to the sandbox: send less at once", n, wire.MaxPayload)
 	}
 	wire.AppendHeader(buf[:0], 0, wire.FrameRequest, len(buf)-wire.HeaderSize)
 	return buf, nil

@@ -291,29 +291,10 @@ func (s *searcher) searchFile(p string, buf []byte) (fileResult, []byte) {
 		return fileResult{}, buf
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil || !st.Mode().IsRegular() || (s.opt.MaxFileSize > 0 && st.Size() > s.opt.MaxFileSize) {
+	data, buf, ok := s.readFile(f, buf)
+	if !ok {
 		return fileResult{}, buf
 	}
-	size := int(st.Size())
-	// One byte more than the size, so that a file that grew since is
-	// still read in one call up to that point.
-	if need := size + 1; cap(buf) < need {
-		// Doubled at least: files come in no order of size, and a
-		// buffer grown to each larger one in turn was reallocated
-		// (and zeroed) again and again.
-		buf = make([]byte, 0, max(need, 2*cap(buf), 64<<10))
-	}
-	data := buf[:size+1]
-	n := 0
-	for n < len(data) {
-		k, err := f.Read(data[n:])
-		n += k
-		if err != nil || k == 0 || n == size {
-			break // the whole file as Stat saw it: no read for EOF
-		}
-	}
-	data = data[:n]
 	if isBinary(data) {
 		found := false
 		_ = s.m.EachLine(s.ctx, data, func(int, int) bool { found = true; return false })
@@ -321,6 +302,53 @@ func (s *searcher) searchFile(p string, buf []byte) (fileResult, []byte) {
 	}
 	matches, _ := s.m.Matches(s.ctx, p, data, s.opt.MaxLineBytes)
 	return fileResult{matches: matches}, buf
+}
+
+// readFile reads f whole into buf, and hands buf back (grown) for the next
+// file; ok is false for a file not to search (too large, not regular).
+//
+// A file that fits in buf is read without a Stat: the read that ends it is
+// the first one that does not fill what it asked for, and a file that
+// says so with that read (io.EOF with the last bytes, as the agent's
+// files do) costs one system call. Only a file that fills buf is looked
+// at with Stat — whether it is regular and within MaxFileSize before more
+// is read, and its size to grow buf to at once. Measured: fstat was 3.5%
+// of the agent's CPU per search of the Go tree, where 95% of the files
+// are smaller than the first buffer (64 KiB).
+func (s *searcher) readFile(f fs.File, buf []byte) (data, _ []byte, ok bool) {
+	buf = buf[:cap(buf)]
+	maxSize := s.opt.MaxFileSize
+	n, size := 0, -1
+	for {
+		if n == len(buf) {
+			if size < 0 {
+				st, err := f.Stat()
+				if err != nil || !st.Mode().IsRegular() || (maxSize > 0 && st.Size() > maxSize) {
+					return nil, buf[:0], false
+				}
+				size = int(st.Size())
+			}
+			// One byte more than the size, so that a file that grew
+			// since is still read up to that point in one call.
+			// Doubled at least: files come in no order of size, and a
+			// buffer grown to each larger one in turn was reallocated
+			// (and zeroed) again and again.
+			grown := make([]byte, max(size+1, 2*len(buf), 64<<10))
+			copy(grown, buf[:n])
+			buf = grown
+		}
+		k, err := f.Read(buf[n:])
+		n += k
+		if maxSize > 0 && int64(n) > maxSize {
+			return nil, buf[:0], false // it grew past the limit
+		}
+		// io.EOF ends the file; another error ends it too, and what
+		// was read is searched.
+		if err != nil || k == 0 || n == size {
+			break // n == size: the whole file as Stat saw it, no read for EOF
+		}
+	}
+	return buf[:n], buf[:0], true
 }
 
 // isBinary uses git's heuristic: a NUL byte in the first 8000 bytes.

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -327,5 +329,70 @@ func BenchmarkSearchGoSrc(b *testing.B) {
 				b.ReportMetric(med(ours)/med(theirs), "x-rg")
 			}
 		})
+	}
+}
+
+// eofReads is an fs.ReadDirFS whose files say io.EOF with their last
+// bytes, as the agent's do (a short read ends a regular file), where
+// os.DirFS's say it with a read of its own.
+type eofReads struct{ fs.ReadDirFS }
+
+func (e eofReads) Open(name string) (fs.File, error) {
+	f, err := e.ReadDirFS.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	return eofFile{f}, nil
+}
+
+type eofFile struct{ fs.File }
+
+func (f eofFile) Read(p []byte) (int, error) {
+	n, err := io.ReadFull(f.File, p)
+	if err == io.ErrUnexpectedEOF || (err == nil && n < len(p)) {
+		err = io.EOF
+	}
+	return n, err
+}
+
+// Files are read whole whatever their size against the read buffer (64
+// KiB at first, kept between files and searches): a file is read without
+// a Stat until it fills the buffer, then grown to its size. The match on
+// each file's last line is found, at its line number, for files that end
+// just below, at and above the buffer's size and far beyond it, with the
+// end of the file said by a read of its own or with the last bytes; and
+// MaxFileSize still leaves out exactly the files above it.
+func TestSearchReadsFilesWhole(t *testing.T) {
+	dir := t.TempDir()
+	sizes := []int{40, 64<<10 - 1, 64 << 10, 64<<10 + 1, 200_000, 1<<20 + 3, 5_000}
+	for i, size := range sizes {
+		last := "\nfunc NewEndReader"
+		body := strings.Repeat(strings.Repeat("x", 99)+"\n", size/100+1)[:size-len(last)] + last
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("f%d", i)), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m, err := Compile(`func New\w*Reader`, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, fsys := range []fs.ReadDirFS{os.DirFS(dir).(fs.ReadDirFS), eofReads{os.DirFS(dir).(fs.ReadDirFS)}} {
+		for _, limit := range []int64{0, 100_000} {
+			got, err := Search(t.Context(), fsys, ".", m, Options{Workers: 1, MaxFileSize: limit})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var want []Match
+			for i, size := range sizes {
+				if limit > 0 && int64(size) > limit {
+					continue
+				}
+				want = append(want, Match{Path: fmt.Sprintf("f%d", i), Line: (size-len("\nfunc NewEndReader"))/100 + 2, Text: "func NewEndReader"})
+			}
+			slices.SortFunc(want, func(a, b Match) int { return strings.Compare(a.Path, b.Path) })
+			if !reflect.DeepEqual(got.Matches, want) || got.Files != len(sizes) {
+				t.Fatalf("%T, MaxFileSize %d: %d files, matches %+v; want %d files, %+v", fsys, limit, got.Files, got.Matches, len(sizes), want)
+			}
+		}
 	}
 }

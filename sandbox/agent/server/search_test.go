@@ -153,13 +153,19 @@ func BenchmarkWorkspaceSearchGoSrc(b *testing.B) {
 }
 
 // The workspace as the engine reads it (one-call opens beneath the root,
-// directories read with getdents) finds exactly what the engine finds
-// through os.DirFS over the same tree.
+// directories read with getdents, a short read taken as the end of a
+// file) finds exactly what the engine finds through os.DirFS over the same
+// tree; unicode has a file four times the engine's first read buffer.
 func TestSearchFSAgreesWithDirFS(t *testing.T) {
-	root := "/usr/local/go/src/regexp"
-	if _, err := os.Stat(root); err != nil {
-		t.Skip("no Go source tree at", root)
+	for _, root := range []string{"/usr/local/go/src/regexp", "/usr/local/go/src/unicode"} {
+		if _, err := os.Stat(root); err != nil {
+			t.Skip("no Go source tree at", root)
+		}
+		t.Run(filepath.Base(root), func(t *testing.T) { testSearchFSAgreesWithDirFS(t, root) })
 	}
+}
+
+func testSearchFSAgreesWithDirFS(t *testing.T, root string) {
 	w, err := openWorkspace(wire.Hello{Workspace: root})
 	if err != nil {
 		t.Fatal(err)

@@ -55,8 +55,15 @@ func (f fdFile) Read(p []byte) (int, error) {
 		if err != nil {
 			return 0, err
 		}
-		if n == 0 && len(p) > 0 {
-			return 0, io.EOF
+		if n < len(p) {
+			// A regular file's read returns less than it was asked for
+			// only at the end of the file (and the walk opens only
+			// regular files); saying so with these bytes spares the
+			// engine a read that returns nothing (grep's readFile). The
+			// exception is a FUSE file system mounted direct_io whose
+			// server answers short reads before the end, against FUSE's
+			// own rule: the rest of such a file is not searched.
+			return n, io.EOF
 		}
 		return n, nil
 	}

@@ -3,6 +3,8 @@
 package local
 
 import (
+	"syscall"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/sandboxkit/sandboxkit/sandbox/driver"
@@ -25,7 +27,12 @@ func (i *instance) Exited() bool {
 		return true
 	default:
 	}
-	rc, err := i.conn.SyscallConn()
+	// The stream holds the socket (stream.go took it from conn).
+	sc, ok := i.stream.(syscall.Conn)
+	if !ok {
+		return true
+	}
+	rc, err := sc.SyscallConn()
 	if err != nil {
 		return true
 	}

@@ -127,6 +127,16 @@ type stageFDs struct {
 	// host's memory, and with it the "dumpable" attribute that a uid
 	// change clears: the child puts the host's value back.
 	dumpable int
+	// netns, when above 0, is a network namespace made ahead of time with
+	// lo up (netns.go), which the vforked child of a root host joins
+	// instead of making one.
+	netns int
+}
+
+// joinsNetns says the vforked child joins fds.netns instead of making
+// its network namespace (only a root host can: see netns.go).
+func (fds stageFDs) joinsNetns(spec *Spec) bool {
+	return !fds.inPlace && fds.root && fds.netns > 0 && spec.Tier == driver.TierNamespace && !spec.Network
 }
 
 // buildProgram turns spec into the setup program: in a vforked child, the
@@ -142,7 +152,7 @@ func buildProgram(spec *Spec, fds stageFDs, argv []string) (*program, error) {
 	var pol landlockPolicy
 	switch spec.Tier {
 	case driver.TierNamespace:
-		if err := buildNamespaces(p, spec); err != nil {
+		if err := buildNamespaces(p, spec, !fds.joinsNetns(spec)); err != nil {
 			return nil, err
 		}
 		pol = namespacePolicy(spec)
@@ -262,6 +272,13 @@ func buildLaunchPrefix(p *program, spec *Spec, fds stageFDs) {
 		return
 	}
 	uid, gid := spec.Plan.HostUID, spec.Plan.HostGID
+	joinNet := fds.joinsNetns(spec)
+	if joinNet {
+		// A namespace made ahead of time (netns.go). Joining one owned by
+		// the host's user namespace takes the host's CAP_SYS_ADMIN: before
+		// the identity switch.
+		p.sys("join the network namespace", unix.SYS_SETNS, uintptr(fds.netns), unix.CLONE_NEWNET)
+	}
 	if fds.root {
 		buildSwitchIdentity(p, uid, gid)
 	}
@@ -288,7 +305,7 @@ func buildLaunchPrefix(p *program, spec *Spec, fds stageFDs) {
 	// The cgroup namespace is entered later, by PID 1 after its mounts,
 	// so that its root is the sandbox's own cgroup.
 	ns := uintptr(unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWIPC | unix.CLONE_NEWUTS)
-	if !spec.Network {
+	if !spec.Network && !joinNet {
 		ns |= unix.CLONE_NEWNET
 	}
 	p.sys("unshare the namespaces", unix.SYS_UNSHARE, ns)
@@ -507,11 +524,13 @@ func warmThreads(n int) {
 }
 
 // buildNamespaces adds steps 1-3 of the layering: the new root,
-// pivot_root, hostname, loopback. They run as uid 0 of the new user
-// namespace with full capabilities there and none on the host, in PID 1 of
-// the new pid namespace. The host paths are looked at here, by the
-// builder, whose view of them is the one the new mount namespace copied.
-func buildNamespaces(p *program, spec *Spec) error {
+// pivot_root, hostname, loopback (loUp: not in a network namespace made
+// ahead of time, whose lo is up already and which root inside could not
+// change). They run as uid 0 of the new user namespace with full
+// capabilities there and none on the host, in PID 1 of the new pid
+// namespace. The host paths are looked at here, by the builder, whose view
+// of them is the one the new mount namespace copied.
+func buildNamespaces(p *program, spec *Spec, loUp bool) error {
 	// Nothing done below may propagate back to the host's mounts.
 	p.sys("make / private", unix.SYS_MOUNT, p.str(""), p.str("/"), p.str(""), unix.MS_REC|unix.MS_PRIVATE, 0)
 	// Detached, recursive, read-only clones of the host paths, made
@@ -652,7 +671,7 @@ func buildNamespaces(p *program, spec *Spec) error {
 		host = "sandbox"
 	}
 	p.sys("sethostname", unix.SYS_SETHOSTNAME, p.str(host), uintptr(len(host)))
-	if !spec.Network {
+	if !spec.Network && loUp {
 		// Programs inside may talk to themselves over 127.0.0.1, and
 		// there is no other interface.
 		s := p.slot()

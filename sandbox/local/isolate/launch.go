@@ -303,6 +303,16 @@ func (h *Handle) launchForkedVia(req LaunchRequest, into bool) (_ *os.Process, e
 		}
 	}
 	fds.root = h.caps.Root
+	// A network namespace made ahead of time, if one is ready (netns.go);
+	// without one the child makes its own.
+	if fds.root && h.spec.Tier == driver.TierNamespace && !h.spec.Network {
+		if ns := takeSpareNetns(); ns >= 0 {
+			childFDs = append(childFDs, ns)
+			if fds.netns, err = high(ns, "network namespace fd"); err != nil {
+				return nil, err
+			}
+		}
+	}
 	dumpable, err := unix.PrctlRetInt(unix.PR_GET_DUMPABLE, 0, 0, 0, 0)
 	if err != nil {
 		return nil, fmt.Errorf("isolate: PR_GET_DUMPABLE: %w", err)

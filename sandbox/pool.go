@@ -78,6 +78,14 @@ type Pool struct {
 // held (idle machine; 5–6.4 ms against 1.6 ms under load 9, where 20 ms of
 // delay brought it to 1.7–2.5 ms). A Get that finds the pool empty ends the
 // hold: waiting callers need the start at once.
+//
+// The start is not also run at a lower CPU priority (nice, SCHED_IDLE),
+// which would keep it out of the way of later commands too: the new
+// agent's processes inherit the priority of the thread that launches
+// them, and putting them back needs CAP_SYS_NICE (an unprivileged host
+// could not, and its sandboxes would keep the low priority for good);
+// and on a loaded machine a start at low priority barely runs, so a Get
+// that comes to wait for it would wait for the load.
 const refillDelay = 20 * time.Millisecond
 
 type pooled struct {
@@ -240,10 +248,17 @@ func (p *Pool) startOne() {
 		sb.Close()
 		return
 	}
-	// The channel has room: topUp never starts more than Size minus what is
-	// ready, and only this goroutine adds to it for this start.
-	p.ready <- pooled{sb: sb, ready: time.Now()}
-	p.mu.Unlock()
+	// The channel has room, but for one race: topUp counts what is ready
+	// while expireIdle holds one out to look at it, and may start one too
+	// many. The surplus is closed, not sent: a send on a full channel
+	// would block with p.mu held, and every Get and start with it.
+	select {
+	case p.ready <- pooled{sb: sb, ready: time.Now()}:
+		p.mu.Unlock()
+	default:
+		p.mu.Unlock()
+		sb.Close()
+	}
 }
 
 // create makes one sandbox with the pool's options and preloads Python.
@@ -288,18 +303,28 @@ func (p *Pool) expireIdle() {
 				ps.sb.Close()
 				continue
 			}
-			p.mu.Lock()
-			if p.closed {
-				p.mu.Unlock()
-				ps.sb.Close()
-				continue
-			}
-			p.ready <- ps
-			p.mu.Unlock()
+			p.putBack(ps)
 		default:
 			return
 		}
 	}
+}
+
+// putBack returns a sandbox expireIdle took out to look at. A start may
+// have filled its place meanwhile (see startOne): then it is closed, since
+// a send on the full channel would block with p.mu held.
+func (p *Pool) putBack(ps pooled) {
+	p.mu.Lock()
+	if !p.closed {
+		select {
+		case p.ready <- ps:
+			p.mu.Unlock()
+			return
+		default:
+		}
+	}
+	p.mu.Unlock()
+	ps.sb.Close()
 }
 
 // Get hands over a ready sandbox, which the caller owns from now on (close

@@ -1,0 +1,64 @@
+package sandbox
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// TestPoolSurplusDoesNotBlock: while expireIdle holds a ready sandbox out
+// to look at it, topUp sees a place free and a start fills it; putting the
+// first one back must not block (it used to send on the full channel with
+// the pool's lock held, which hung every Get and start after it).
+func TestPoolSurplusDoesNotBlock(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts two sandboxes")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	p, err := NewPool(ctx, PoolConfig{Size: 1, MaxStarting: 1}, AllowWeaker(TierLandlock, TierProcess))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		for !cond() {
+			if ctx.Err() != nil {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	waitFor("the first sandbox", func() bool { return len(p.ready) == 1 })
+	held := <-p.ready // what expireIdle does before it looks at one
+	p.mu.Lock()
+	p.waiting++ // a Get arrives: the pool looks empty
+	p.mu.Unlock()
+	p.nudge()
+	waitFor("the second sandbox", func() bool { return len(p.ready) == 1 })
+	p.mu.Lock()
+	p.waiting--
+	p.mu.Unlock()
+	back := make(chan struct{})
+	go func() {
+		p.putBack(held)
+		close(back)
+	}()
+	select {
+	case <-back:
+	case <-time.After(10 * time.Second):
+		t.Fatal("putting a sandbox back into a full pool blocked (with the pool's lock held)")
+	}
+	held.sb.mu.Lock()
+	closed := held.sb.closed
+	held.sb.mu.Unlock()
+	if !closed {
+		t.Error("the surplus sandbox is still open though the full pool had no place for it: it would leak")
+	}
+	sb, err := p.Get(ctx)
+	if err != nil {
+		t.Fatalf("Get after the surplus: %v", err)
+	}
+	sb.Close()
+}

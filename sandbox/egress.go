@@ -423,7 +423,7 @@ func egressControl(cp *compiledPolicy) Control {
 }
 
 func egressMechanism(cp *compiledPolicy) string {
-	return fmt.Sprintf("HTTP/HTTPS proxy on the sandbox's own loopback (%s), each connection handed to the host (the program's socket itself, where the agent's stream is a unix socket) or carried over the agent's stream, and the host allows only %s: names checked before any DNS lookup, resolved on the host, private/loopback/link-local addresses refused unless a rule is marked internal, TLS server name checked against the CONNECT host; programs that ignore the proxy have no network",
+	return fmt.Sprintf("HTTP/HTTPS proxy on the sandbox's own loopback (%s), each connection handed to the host (the program's socket itself, over the agent's stream where it is a unix socket, or a unix socket the backend mounts for it) or carried over the agent's stream, and the host allows only %s: names checked before any DNS lookup, resolved on the host, private/loopback/link-local addresses refused unless a rule is marked internal, TLS server name checked against the CONNECT host; programs that ignore the proxy have no network",
 		EgressProxyAddr, strings.Join(cp.describe(), ", "))
 }
 
@@ -450,8 +450,24 @@ func (sb *Sandbox) startEgress(cp *compiledPolicy) error {
 	sb.egress = cp
 	p := newEgressProxy(cp, sb.auditEgress)
 	go p.serve(sb.client.Egress())
+	if hs, ok := sb.inst.(driver.HandoffSocket); ok {
+		if l, _ := hs.HandoffSocket(); l != nil {
+			go sb.client.ServeEgressHandoff(l)
+		}
+	}
 	sb.onClose(p.close)
 	return nil
+}
+
+// handoffPath is the path inside the sandbox of inst's handoff socket
+// (driver.HandoffSocket), "" when it has none.
+func handoffPath(inst driver.Instance) string {
+	if hs, ok := inst.(driver.HandoffSocket); ok {
+		if l, path := hs.HandoffSocket(); l != nil {
+			return path
+		}
+	}
+	return ""
 }
 
 // egressInfo reports the policy (Info().Egress).

@@ -329,6 +329,7 @@ func New(ctx context.Context, opts ...Option) (*Sandbox, error) {
 			OpenFiles: c.explicit.OpenFiles,
 		},
 		Network:     c.network,
+		Egress:      egress != nil,
 		MinTier:     c.minTier,
 		AllowWeaker: c.allowWeaker,
 		Owner:       c.owner,
@@ -384,6 +385,7 @@ func New(ctx context.Context, opts ...Option) (*Sandbox, error) {
 	}
 	if egress != nil {
 		hello.Proxy = EgressProxyAddr
+		hello.ProxyHandoffPath = handoffPath(inst)
 	}
 	client, err := agent.Dial(sctx, inst.Conn(), hello)
 	if err != nil {

@@ -210,6 +210,13 @@ func (c *Client) Egress() net.Listener {
 	return tunnel.NewListener(c.tunnel)
 }
 
+// ServeEgressHandoff takes the egress proxy's connections the agent hands
+// over on l, a unix socket its backend gave it (Hello.ProxyHandoffPath),
+// into the Egress listener, until l closes or the stream ends.
+func (c *Client) ServeEgressHandoff(l net.Listener) {
+	c.tunnel.ServeHandoff(l)
+}
+
 // Done is closed when the stream to the agent is gone.
 func (c *Client) Done() <-chan struct{} { return c.dead }
 

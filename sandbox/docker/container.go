@@ -55,11 +55,24 @@ type Container struct {
 
 	closeOnce sync.Once
 	closeErr  error
+
+	// handoff is the egress proxy's handoff socket (egress_handoff.go),
+	// nil without one.
+	handoff *handoffSocket
 }
 
 // launch creates, verifies, attaches and starts the container for p.
 func (d *Driver) launch(ctx context.Context, p *plan, f *engineFacts, imageID string, ag *agentBin, agentVol string) (_ *Container, err error) {
 	cfg, hc := containerSpec(p, ag, agentVol)
+	handoff := d.newHandoffSocket(p.cfg.Egress)
+	if handoff != nil {
+		hc.Mounts = append(hc.Mounts, handoff.mount())
+		defer func() {
+			if err != nil {
+				handoff.close()
+			}
+		}()
+	}
 	created, err := d.cli.ContainerCreate(ctx, cfg, hc, nil, nil, p.name)
 	if err != nil {
 		if cerrdefs.IsConflict(err) {
@@ -100,7 +113,7 @@ func (d *Driver) launch(ctx context.Context, p *plan, f *engineFacts, imageID st
 	}
 
 	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	c := &Container{d: d, id: id, name: p.name, done: make(chan struct{}), cancel: cancel, limit: p.cfg.Limits.MemoryBytes}
+	c := &Container{d: d, id: id, name: p.name, done: make(chan struct{}), cancel: cancel, limit: p.cfg.Limits.MemoryBytes, handoff: handoff}
 	if hc.PidsLimit != nil {
 		c.pids = *hc.PidsLimit
 	}
@@ -572,6 +585,7 @@ func (c *Container) destroy(ctx context.Context) error {
 		c.cancel()
 		c.wg.Wait()
 	}()
+	defer c.handoff.close()
 	c.mu.Lock()
 	if c.exitErr == nil {
 		c.exitErr = errClosed

@@ -81,4 +81,19 @@
 // leaves no running container behind for long: the attach stream closes,
 // the agent sees EOF on stdin and exits, and the engine removes the
 // container (auto-remove); GC removes any leftovers by label.
+//
+// # Egress
+//
+// A sandbox with an egress policy (sandbox.WithEgress) keeps network mode
+// none; the agent runs the HTTP proxy on the container's loopback. With an
+// engine on this machine (a unix socket) the container also gets one bind
+// mount, /run/sandboxkit-egress.sock, a unix socket the host's egress
+// proxy listens on: the agent hands each connection its proxy accepts to
+// the host there (the socket itself, as a descriptor), and the host serves
+// it directly, which the attach stream (bytes only, copied by the engine)
+// could not do at a useful speed. Whatever in the container connects to
+// that socket gets exactly what the proxy's address gives, under the same
+// policy and limits (egress_handoff.go); it is removed with the sandbox.
+// With a remote engine the connections' bytes are carried over the attach
+// stream instead.
 package docker

@@ -1,7 +1,13 @@
 package docker_test
 
 import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/sandboxkit/sandboxkit/sandbox"
 	"github.com/sandboxkit/sandboxkit/sandbox/sandboxtest"
@@ -35,11 +41,91 @@ func TestEscapeEgress(t *testing.T) {
 
 // BenchmarkEgressDownload: a 10 MB download with curl through the egress
 // proxy of a docker sandbox against the same download by curl on the
-// host, in the same iterations (sandboxtest.BenchEgressDownload). The
-// agent's stream is the container's attach stream here, which the tunnel
-// cannot splice: every byte is copied through the engine.
+// host, in the same iterations (sandboxtest.BenchEgressDownload). With
+// the local engine the agent hands each connection to the host over the
+// mounted handoff socket (egress_handoff.go), and the host serves it
+// directly; the attach stream carries none of the bytes.
 func BenchmarkEgressDownload(b *testing.B) {
 	sandboxtest.BenchEgressDownload(b, func(b *testing.B, opts ...sandbox.Option) *sandbox.Sandbox {
 		return newSandbox(b, opts...)
 	})
+}
+
+// TestEgressHandoffSocket: with a local engine the agent hands the proxy's
+// connections to the host over a unix socket mounted into the container
+// (the attach stream carries no descriptors). Any program in the
+// container can reach that socket too; what it gets there is exactly
+// what the proxy's address gives: a TCP socket it hands over is served
+// by the same policy (a name not on the list is refused with 403, and the
+// host's servers see no connection), junk is cut off, and the sandbox's
+// egress goes on working. The socket is removed from the host when the
+// sandbox closes.
+func TestEgressHandoffSocket(t *testing.T) {
+	h := sandboxtest.NewEgressHost(t)
+	sb := newSandbox(t, sandbox.WithEgress(h.EgressPolicy()))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if sb.Info().Python == "" {
+		sandboxtest.Unavailable(t, "python", "no python3 in the image for the probe")
+	}
+	probe := fmt.Sprintf(`
+import socket, struct
+u = socket.socket(socket.AF_UNIX)
+u.connect("/run/sandboxkit-egress.sock")
+# junk on its own connection: cut off
+j = socket.socket(socket.AF_UNIX)
+j.connect("/run/sandboxkit-egress.sock")
+j.sendall(b"GET / HTTP/1.1\r\n\r\n")
+j.settimeout(30)
+print("junk:", j.recv(10) == b"")
+# a TCP connection of the program's own, handed over: the host serves it
+# as a connection to the proxy
+srv = socket.socket()
+srv.bind(("127.0.0.1", 0))
+srv.listen(1)
+a = socket.create_connection(srv.getsockname())
+b, _ = srv.accept()
+socket.send_fds(u, [struct.pack(">IIB", 0, 1000000, 19)], [b.fileno()])
+b.close()
+a.sendall(b"GET http://blocked.test:%d/hello HTTP/1.1\r\nHost: blocked.test\r\n\r\n")
+a.settimeout(30)
+print("answer:", a.recv(200).decode(errors="replace").splitlines()[0])
+`, h.HTTPPort)
+	res, err := sb.Commands.Run(ctx, sandbox.Command{Args: []string{"python3", "-c", probe}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(res.Stdout, "junk: True") || !strings.Contains(res.Stdout, "answer: HTTP/1.1 403") {
+		t.Errorf("a program using the handoff socket got more than the proxy gives (want junk cut off and 403 for a name not on the list):\n%s%s", res.Stdout, res.Stderr)
+	}
+	if n := h.Conns(); n != 0 {
+		t.Errorf("the host's servers saw %d connections from the probe", n)
+	}
+	res, err = sb.Commands.Run(ctx, sandbox.Command{Shell: fmt.Sprintf("curl -sS -f --max-time 30 http://%s:%d/hello", sandboxtest.EgressAllowed, h.HTTPPort)})
+	if err != nil || res.ExitCode != 0 || !strings.Contains(res.Stdout, "hello") {
+		t.Fatalf("egress stopped working after the probe: %+v, %v", res, err)
+	}
+	var hostPath string
+	for _, line := range strings.Split(shellOut(t, sb, "cat /proc/net/unix"), "\n") {
+		if f := strings.Fields(line); len(f) == 8 && strings.Contains(f[7], "sandboxkit-egress-") {
+			hostPath = f[7]
+		}
+	}
+	if hostPath == "" {
+		t.Fatal("no handoff socket in use: the agent carries the connections over the attach stream")
+	}
+	sb.Close()
+	if _, err := os.Stat(filepath.Dir(hostPath)); !os.IsNotExist(err) {
+		t.Errorf("the handoff socket's directory %s is left on the host after Close: %v", filepath.Dir(hostPath), err)
+	}
+}
+
+// shellOut runs a shell command in sb and returns its output.
+func shellOut(t *testing.T, sb *sandbox.Sandbox, cmd string) string {
+	t.Helper()
+	res, err := sb.Commands.Run(context.Background(), sandbox.Command{Shell: cmd})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.Stdout
 }

@@ -23,6 +23,7 @@ package driver
 import (
 	"context"
 	"io"
+	"net"
 	"time"
 )
 
@@ -55,6 +56,11 @@ type Config struct {
 	// Network allows network access (the host's network, or the engine's
 	// default) when true. False means no network, enforced by the kernel.
 	Network bool
+	// Egress says the sandbox gets an egress policy (package sandbox's
+	// WithEgress): its agent runs the proxy on the sandbox's loopback. A
+	// backend whose stream cannot carry descriptors may then give the
+	// agent a socket to hand the proxy's connections over (HandoffSocket).
+	Egress bool
 	// MinTier is the weakest isolation tier the caller accepts (see Tier).
 	// The backend picks the best tier it can and fails when that is below
 	// MinTier.
@@ -213,6 +219,21 @@ type Pauser interface {
 type Prober interface {
 	// Exited reports whether the agent has exited. It does not block.
 	Exited() bool
+}
+
+// HandoffSocket is implemented by an Instance that gives its agent a unix
+// socket besides its stream (which cannot carry descriptors, like a
+// container's attach stream), over which the agent hands the egress
+// proxy's connections to the host: their sockets, as descriptors with
+// ConnHandoff frames. It is optional; without it the connections' bytes
+// are carried over the stream. Whatever connects to the socket is
+// treated as the agent is: untrusted, held to the same checks and limits.
+type HandoffSocket interface {
+	// HandoffSocket returns the host's listener on the socket and the
+	// socket's path inside the sandbox; nil and "" when the instance has
+	// none (no egress, or an engine on another machine). The instance
+	// closes the listener when it closes.
+	HandoffSocket() (net.Listener, string)
 }
 
 // DefaultStartTimeout bounds how long a backend may take to start when the

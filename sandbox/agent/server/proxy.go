@@ -45,9 +45,18 @@ func (s *server) listenProxy(addr string) (*proxy, error) {
 	// Otherwise a download's bytes go from the stream into each
 	// connection's pipe and on to the program's socket without entering
 	// the agent.
-	handoff := s.hello.ProxyHandoff && tunnel.CanHandOff(s.conn)
-	tn.UseStream(s.conn, s.writeWith, tunnel.Splicing{Receive: true, HandOff: handoff})
-	return &proxy{l: l, tn: tn, handoff: handoff, slots: make(chan struct{}, wire.MaxProxyConns)}, nil
+	tn.UseStream(s.conn, s.writeWith, tunnel.Splicing{Receive: true, HandOff: s.hello.ProxyHandoff})
+	if !tn.HandsOff() && s.hello.ProxyHandoffPath != "" {
+		// A stream that carries no descriptors (a container's attach
+		// stream): the backend's handoff socket does. Without it the
+		// connections are carried.
+		if c, err := net.Dial("unix", s.hello.ProxyHandoffPath); err == nil {
+			tn.UseHandoffSocket(c.(*net.UnixConn))
+		} else {
+			s.logf("egress: cannot reach the handoff socket %s, carrying connections over the stream: %v", s.hello.ProxyHandoffPath, err)
+		}
+	}
+	return &proxy{l: l, tn: tn, handoff: tn.HandsOff(), slots: make(chan struct{}, wire.MaxProxyConns)}, nil
 }
 
 // readFrame reads the stream's next frame for the read loop; with the
@@ -96,12 +105,8 @@ func (p *proxy) acceptLoop() {
 		if p.handoff {
 			// The host takes the socket; the slot is freed when it
 			// says it is done (or the stream ends).
-			handed, err := p.tn.HandOff(id, c.(*net.TCPConn), func() { <-p.slots })
-			if handed {
+			if p.tn.HandOff(id, c.(*net.TCPConn), func() { <-p.slots }) {
 				c.Close()
-				if err != nil {
-					return // the stream is gone
-				}
 				continue
 			}
 		}

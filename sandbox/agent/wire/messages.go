@@ -35,6 +35,11 @@ type Hello struct {
 	// instead of its bytes in Conn* frames: the stream is a unix socket
 	// and the client reads it with recvmsg.
 	ProxyHandoff bool `json:"proxy_handoff,omitempty"`
+	// ProxyHandoffPath, when set, is a unix socket inside the sandbox
+	// where the client takes handed-over connections (ConnHandoff frames
+	// with their descriptors) when the stream itself cannot carry them
+	// (a container's attach stream).
+	ProxyHandoffPath string `json:"proxy_handoff_path,omitempty"`
 }
 
 // Rlimit is one resource limit for the agent's children.
@@ -58,7 +63,8 @@ type HelloReply struct {
 	// when Hello asked for none (or the agent predates egress).
 	Proxy string `json:"proxy,omitempty"`
 	// ProxyHandoff: the agent hands its proxy connections' sockets to the
-	// client (Hello.ProxyHandoff) instead of carrying their bytes.
+	// client (Hello.ProxyHandoff or ProxyHandoffPath) instead of carrying
+	// their bytes.
 	ProxyHandoff bool `json:"proxy_handoff,omitempty"`
 }
 

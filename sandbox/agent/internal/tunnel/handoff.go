@@ -1,6 +1,7 @@
 package tunnel
 
 import (
+	"bufio"
 	"fmt"
 	"io"
 	"net"
@@ -52,11 +53,19 @@ func CanHandOff(stream any) bool {
 
 // handoff is a Tunnel's state for connections handed over.
 type handoff struct {
-	// rc is the stream (both sides).
-	rc syscall.RawConn
-	// pending are descriptors read with the stream's bytes and not yet
-	// claimed (host).
-	pending []int
+	// rc is where the agent sends its descriptors, the stream or a
+	// handoff socket, and write runs a function with its write lock held.
+	rc    syscall.RawConn
+	write func(func(io.Writer) error) error
+	// socket is the agent's handoff socket (UseHandoffSocket), nil when
+	// the stream carries the descriptors; broken is set when sending on
+	// it failed (the connections are carried from then on).
+	socket net.Conn
+	broken bool
+	// stream reads the host's stream (HandoffReader).
+	stream *handoffReader
+	// sockets are the host's accepted handoff socket connections.
+	sockets map[net.Conn]struct{}
 	// live are the host's handed connections, closed when the stream
 	// ends; released are the agent's, each with what frees its slot
 	// (called on the host's ConnClose or when the stream ends).
@@ -73,23 +82,28 @@ func (tn *Tunnel) HandoffReader(stream io.Reader) io.Reader {
 		return stream
 	}
 	rc, _ := stream.(syscall.Conn).SyscallConn()
+	r := &handoffReader{tn: tn, rc: rc, oob: make([]byte, rightsSpace)}
 	tn.mu.Lock()
-	tn.ho.rc = rc
+	tn.ho.stream = r
 	tn.mu.Unlock()
-	return &handoffReader{tn: tn, oob: make([]byte, rightsSpace)}
+	return r
 }
 
+// handoffReader reads a unix socket with recvmsg and keeps the
+// descriptors that come with the bytes until their frames claim them.
 type handoffReader struct {
-	tn  *Tunnel
-	oob []byte // the control buffer, room for fdsPerRead descriptors
+	tn      *Tunnel
+	rc      syscall.RawConn
+	oob     []byte // the control buffer, room for fdsPerRead descriptors
+	pending []int  // tn.mu
 }
 
 func (r *handoffReader) Read(p []byte) (int, error) {
-	n, fds, err := recvStream(r.tn.ho.rc, p, r.oob)
+	n, fds, err := recvStream(r.rc, p, r.oob)
 	if len(fds) > 0 {
 		tn := r.tn
 		tn.mu.Lock()
-		if tn.closed || len(tn.ho.pending)+len(fds) > maxPendingFDs {
+		if tn.closed || len(r.pending)+len(fds) > maxPendingFDs {
 			tn.mu.Unlock()
 			for _, fd := range fds {
 				closeFD(fd)
@@ -99,22 +113,49 @@ func (r *handoffReader) Read(p []byte) (int, error) {
 			}
 			return n, err
 		}
-		tn.ho.pending = append(tn.ho.pending, fds...)
+		r.pending = append(r.pending, fds...)
 		tn.mu.Unlock()
 	}
 	return n, err
 }
 
-// deliverHandoff takes a ConnHandoff frame's descriptor and queues the
-// connection for Accept (host; the read loop).
+// next takes the oldest descriptor read, -1 when there is none.
+func (r *handoffReader) next() int {
+	r.tn.mu.Lock()
+	defer r.tn.mu.Unlock()
+	if len(r.pending) == 0 {
+		return -1
+	}
+	fd := r.pending[0]
+	r.pending = r.pending[1:]
+	return fd
+}
+
+// drop closes the descriptors no frame claimed (tn.mu held).
+func (r *handoffReader) drop() {
+	for _, fd := range r.pending {
+		closeFD(fd)
+	}
+	r.pending = nil
+}
+
+// deliverHandoff takes a ConnHandoff frame read from the stream with its
+// descriptor (host; the read loop).
 func (tn *Tunnel) deliverHandoff(id uint32) error {
-	tn.mu.Lock()
-	if len(tn.ho.pending) == 0 {
-		tn.mu.Unlock()
+	fd := -1
+	if tn.ho.stream != nil {
+		fd = tn.ho.stream.next()
+	}
+	return tn.handOver(id, fd)
+}
+
+// handOver checks the descriptor fd the agent handed over as connection
+// id and queues the connection for Accept (host).
+func (tn *Tunnel) handOver(id uint32, fd int) error {
+	if fd < 0 {
 		return fmt.Errorf("%w: connection %d handed over without a descriptor", wire.ErrProtocol, id)
 	}
-	fd := tn.ho.pending[0]
-	tn.ho.pending = tn.ho.pending[1:]
+	tn.mu.Lock()
 	if tn.closed {
 		tn.mu.Unlock()
 		closeFD(fd)
@@ -138,20 +179,95 @@ func (tn *Tunnel) deliverHandoff(id uint32) error {
 	}
 	hc := &handedConn{TCPConn: tc, tn: tn, id: id}
 	tn.mu.Lock()
+	defer tn.mu.Unlock()
 	if tn.closed {
-		tn.mu.Unlock()
 		tc.Close()
 		return nil
+	}
+	if _, live := tn.ho.live[id]; live || len(tn.conns)+len(tn.ho.live) >= maxTunnelConns {
+		// Another handoff socket raced this one.
+		tc.Close()
+		return fmt.Errorf("%w: duplicate connection id %d or more than %d tunnelled connections", wire.ErrProtocol, id, maxTunnelConns)
 	}
 	if tn.ho.live == nil {
 		tn.ho.live = map[uint32]*handedConn{}
 	}
-	tn.ho.live[id] = hc
-	tn.mu.Unlock()
-	// The accepted queue holds maxTunnelConns, the most connections
-	// that may exist: it has room.
-	tn.accepted <- hc
-	return nil
+	// The accepted queue holds maxTunnelConns, the most connections that
+	// may exist, so it has room; it is sent to with tn.mu held, so that
+	// Shutdown (which closes it after setting closed) cannot come between.
+	select {
+	case tn.accepted <- hc:
+		tn.ho.live[id] = hc
+		return nil
+	default:
+		tc.Close()
+		return fmt.Errorf("%w: more than %d unaccepted connections", wire.ErrProtocol, maxTunnelConns)
+	}
+}
+
+// maxHandoffSockets bounds the connections to a handoff socket served at
+// once: the agent makes one; whatever else in the sandbox connects gets
+// at most a few more.
+const maxHandoffSockets = 4
+
+// ServeHandoff takes handed-over connections from whatever connects to l,
+// a unix socket the backend gave the agent (driver.HandoffSocket), until
+// l is closed or the stream ends (host). A connection to l may carry only
+// ConnHandoff frames, each with its descriptor; anything else, or a
+// descriptor that is no connected TCP socket, ends that connection (not
+// the stream: a program in the sandbox may connect to l as well as the
+// agent).
+func (tn *Tunnel) ServeHandoff(l net.Listener) {
+	slots := make(chan struct{}, maxHandoffSockets)
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			return
+		}
+		uc, ok := c.(*net.UnixConn)
+		var rc syscall.RawConn
+		if ok {
+			rc, err = uc.SyscallConn()
+		}
+		select {
+		case slots <- struct{}{}:
+		default:
+			ok = false
+		}
+		tn.mu.Lock()
+		if !ok || err != nil || tn.closed {
+			tn.mu.Unlock()
+			c.Close()
+			continue
+		}
+		if tn.ho.sockets == nil {
+			tn.ho.sockets = map[net.Conn]struct{}{}
+		}
+		tn.ho.sockets[c] = struct{}{}
+		tn.mu.Unlock()
+		go func() {
+			defer func() { <-slots }()
+			r := &handoffReader{tn: tn, rc: rc, oob: make([]byte, rightsSpace)}
+			br := bufio.NewReaderSize(r, 16*wire.HeaderSize)
+			for {
+				f, err := wire.ReadFrame(br)
+				if err == nil && (f.Type != wire.FrameConnHandoff || len(f.Payload) != 0) {
+					err = fmt.Errorf("%w: a %s frame on the handoff socket", wire.ErrProtocol, f.Type)
+				}
+				if err == nil {
+					err = tn.handOver(f.ID, r.next())
+				}
+				if err != nil {
+					break
+				}
+			}
+			c.Close()
+			tn.mu.Lock()
+			r.drop()
+			delete(tn.ho.sockets, c)
+			tn.mu.Unlock()
+		}()
+	}
 }
 
 // handedConn is the host's end of a handed-over connection: the
@@ -181,23 +297,46 @@ func (c *handedConn) Close() error {
 	return err
 }
 
+// UseHandoffSocket makes the agent hand its proxy connections over c, a
+// unix socket the host serves (Hello.ProxyHandoffPath), when its stream
+// cannot carry descriptors. Call it before any connection exists.
+func (tn *Tunnel) UseHandoffSocket(c *net.UnixConn) {
+	rc, err := c.SyscallConn()
+	if err != nil || !handoffSupported {
+		c.Close()
+		return
+	}
+	var mu sync.Mutex
+	tn.ho.rc, tn.ho.socket = rc, c
+	tn.ho.write = func(fn func(io.Writer) error) error {
+		mu.Lock()
+		defer mu.Unlock()
+		return fn(c)
+	}
+}
+
+// HandsOff reports whether the agent hands its connections over.
+func (tn *Tunnel) HandsOff() bool { return tn.ho.rc != nil }
+
 // HandOff sends the socket of a connection the agent accepted to the host
-// under id (agent), if the stream takes descriptors (UseStream on a unix
-// socket); release frees the connection's slot once the host is done
-// with it. ok is false when it was not handed over and the caller
-// carries it. The caller closes its own copy of the socket either way.
-func (tn *Tunnel) HandOff(id uint32, c *net.TCPConn, release func()) (ok bool, err error) {
-	if tn.ho.rc == nil || tn.streamWrite == nil {
-		return false, nil
+// under id (agent) where it can (UseStream with HandOff, or
+// UseHandoffSocket); release frees the connection's slot once the host is
+// done with it. It reports false when the connection was not handed over
+// and the caller carries it: a failed send (the stream is gone, or the
+// host closed the handoff socket) stops handing over for good. The
+// caller closes its own copy of the socket either way.
+func (tn *Tunnel) HandOff(id uint32, c *net.TCPConn, release func()) bool {
+	if tn.ho.rc == nil || tn.ho.broken {
+		return false
 	}
 	src, err := c.SyscallConn()
 	if err != nil {
-		return false, nil
+		return false
 	}
 	tn.mu.Lock()
 	if tn.closed {
 		tn.mu.Unlock()
-		return false, net.ErrClosed
+		return false
 	}
 	if tn.ho.released == nil {
 		tn.ho.released = map[uint32]func(){}
@@ -207,20 +346,21 @@ func (tn *Tunnel) HandOff(id uint32, c *net.TCPConn, release func()) (ok bool, e
 	var hdr [wire.HeaderSize]byte
 	var serr error
 	cerr := src.Control(func(fd uintptr) {
-		serr = tn.streamWrite(func(io.Writer) error {
+		serr = tn.ho.write(func(io.Writer) error {
 			return sendHandoff(tn.ho.rc, wire.AppendHeader(hdr[:0], id, wire.FrameConnHandoff, 0), int(fd))
 		})
 	})
-	if err = serr; err == nil {
-		err = cerr
+	if serr != nil || cerr != nil {
+		tn.ho.broken = true
+		if tn.ho.socket != nil {
+			tn.ho.socket.Close()
+		}
+		tn.mu.Lock()
+		delete(tn.ho.released, id)
+		tn.mu.Unlock()
+		return false
 	}
-	if err != nil {
-		// The stream is gone (a failed write ends it): the release runs
-		// at Shutdown, or here if that already ran.
-		tn.releaseHanded(id)
-		return true, err
-	}
-	return true, nil
+	return true
 }
 
 // releaseHanded frees the slot of handed-over connection id (agent).

@@ -36,7 +36,9 @@ func handoffPair(t *testing.T) (host, agent *side, hostErr <-chan error) {
 	}
 	errc := make(chan error, 1)
 	host = &side{conn: conns[0], done: make(chan struct{})}
-	host.tn = New(host.send, func(b []byte) error { return host.writeWith(func(w io.Writer) error { _, err := w.Write(b); return err }) }, Addr("test"))
+	host.tn = New(host.send, func(b []byte) error {
+		return host.writeWith(func(w io.Writer) error { _, err := w.Write(b); return err })
+	}, Addr("test"))
 	host.tn.UseStream(conns[0], host.writeWith, Splicing{Send: true})
 	go func() {
 		defer close(host.done)
@@ -72,9 +74,8 @@ func TestHandoff(t *testing.T) {
 	host, agent, _ := handoffPair(t)
 	program, accepted := tcpPair(t)
 	var released atomic.Int32
-	handed, err := agent.tn.HandOff(7, accepted, func() { released.Add(1) })
-	if !handed || err != nil {
-		t.Fatalf("HandOff: handed %v, %v", handed, err)
+	if !agent.tn.HandOff(7, accepted, func() { released.Add(1) }) {
+		t.Fatal("the connection was not handed over")
 	}
 	accepted.Close() // the agent keeps no copy
 	var hc net.Conn
@@ -123,8 +124,8 @@ func TestHandoffEndsWithStream(t *testing.T) {
 	host, agent, _ := handoffPair(t)
 	program, accepted := tcpPair(t)
 	var released atomic.Int32
-	if handed, err := agent.tn.HandOff(1, accepted, func() { released.Add(1) }); !handed || err != nil {
-		t.Fatalf("HandOff: %v, %v", handed, err)
+	if !agent.tn.HandOff(1, accepted, func() { released.Add(1) }) {
+		t.Fatal("the connection was not handed over")
 	}
 	accepted.Close()
 	<-host.tn.accepted
@@ -256,4 +257,81 @@ func fdOf(c *net.TCPConn) int {
 	var fd int
 	rc.Control(func(f uintptr) { fd = int(f) })
 	return fd
+}
+
+// TestHandoffSocket: where the stream carries no descriptors, the agent
+// hands connections over a unix socket the host serves (a container's
+// bind-mounted socket); the host's close still frees the agent's slot
+// over the stream. Whatever else connects to that socket and sends
+// anything but a ConnHandoff frame with a TCP socket is cut off, and the
+// stream and the agent's handoffs go on.
+func TestHandoffSocket(t *testing.T) {
+	host, agent := pair(t) // the stream itself hands nothing over
+	path := t.TempDir() + "/s"
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go host.tn.ServeHandoff(l)
+
+	// A program in the sandbox connects and sends a ConnData frame, then
+	// a handoff of a pipe: each connection is cut, the stream is not.
+	for _, junk := range []func(c *net.UnixConn){
+		func(c *net.UnixConn) { c.Write(wire.AppendFrame(nil, 5, wire.FrameConnData, []byte("x"))) },
+		func(c *net.UnixConn) {
+			r, w, _ := os.Pipe()
+			defer r.Close()
+			defer w.Close()
+			rc, _ := c.SyscallConn()
+			sendHandoff(rc, wire.AppendHeader(nil, 5, wire.FrameConnHandoff, 0), int(r.Fd()))
+		},
+	} {
+		c, err := net.Dial("unix", path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		junk(c.(*net.UnixConn))
+		c.SetReadDeadline(time.Now().Add(30 * time.Second))
+		if _, err := c.Read(make([]byte, 1)); err != io.EOF {
+			t.Errorf("the host kept a handoff socket connection that sent junk: read %v, want EOF", err)
+		}
+		c.Close()
+	}
+
+	c, err := net.Dial("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	agent.tn.UseHandoffSocket(c.(*net.UnixConn))
+	program, accepted := tcpPair(t)
+	var released atomic.Int32
+	if !agent.tn.HandOff(9, accepted, func() { released.Add(1) }) {
+		t.Fatal("the connection was not handed over the socket")
+	}
+	accepted.Close()
+	var hc net.Conn
+	select {
+	case hc = <-host.tn.accepted:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the host did not get the connection")
+	}
+	program.Write([]byte("ping"))
+	buf := make([]byte, 4)
+	if _, err := io.ReadFull(hc, buf); err != nil || string(buf) != "ping" {
+		t.Fatalf("the host read %q, %v", buf, err)
+	}
+	hc.Close()
+	deadline := time.Now().Add(30 * time.Second)
+	for released.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if released.Load() != 1 {
+		t.Fatal("the host's close did not free the agent's slot")
+	}
+	select {
+	case <-host.done:
+		t.Fatal("the stream ended")
+	default:
+	}
 }

@@ -200,7 +200,7 @@ func (tn *Tunnel) UseStream(stream any, write func(func(io.Writer) error) error,
 	}
 	tn.stream, tn.streamWrite, tn.spliceSend, tn.pipes = rc, write, how.Send, how.Receive
 	if how.HandOff && isUnixStream(rc) {
-		tn.ho.rc = rc
+		tn.ho.rc, tn.ho.write = rc, write
 	}
 	if how.Send {
 		growSendBuffer(rc, streamSendBuffer)
@@ -442,12 +442,18 @@ func (tn *Tunnel) Shutdown() {
 	tn.closed = true
 	conns := tn.conns
 	tn.conns = map[uint32]*Conn{}
-	pending, live, released := tn.ho.pending, tn.ho.live, tn.ho.released
-	tn.ho.pending, tn.ho.live, tn.ho.released = nil, nil, nil
+	if tn.ho.stream != nil {
+		tn.ho.stream.drop()
+	}
+	live, released, sockets := tn.ho.live, tn.ho.released, tn.ho.sockets
+	tn.ho.live, tn.ho.released, tn.ho.sockets = nil, nil, nil
 	tn.mu.Unlock()
 	// Handed-over connections end with the stream, as carried ones do.
-	for _, fd := range pending {
-		closeFD(fd)
+	if tn.ho.socket != nil {
+		tn.ho.socket.Close()
+	}
+	for c := range sockets {
+		c.Close()
 	}
 	for _, hc := range live {
 		hc.Close()

@@ -192,6 +192,17 @@ func (h *Handle) launchForkedVia(req LaunchRequest, into bool) (_ *os.Process, e
 		childFDs = append(childFDs, n)
 		return n, nil
 	}
+	// Files opened for the child only: raw descriptors, not os.Files,
+	// which would register each cgroup file (pollable kernfs) with the
+	// runtime's poller and take four more system calls apiece.
+	openFD := func(path string, flags int, what string) (int, error) {
+		fd, err := unix.Open(path, flags|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return -1, fmt.Errorf("isolate: %s: %w", what, err)
+		}
+		childFDs = append(childFDs, fd)
+		return high(fd, what)
+	}
 	fileFD := func(f *os.File, what string) (int, error) {
 		sc, err := f.SyscallConn()
 		if err != nil {
@@ -252,12 +263,7 @@ func (h *Handle) launchForkedVia(req LaunchRequest, into bool) (_ *os.Process, e
 	}
 	fds.commands = -1
 	if h.spec.Plan.CommandsCgroup {
-		f, err := os.OpenFile(filepath.Join(h.cg.commands, "tasks"), os.O_WRONLY, 0)
-		if err != nil {
-			return nil, fmt.Errorf("isolate: open the commands cgroup: %w", err)
-		}
-		defer f.Close()
-		if fds.commands, err = fileFD(f, "commands cgroup fd"); err != nil {
+		if fds.commands, err = openFD(filepath.Join(h.cg.commands, "tasks"), unix.O_WRONLY, "open the commands cgroup"); err != nil {
 			return nil, err
 		}
 	}
@@ -275,12 +281,7 @@ func (h *Handle) launchForkedVia(req LaunchRequest, into bool) (_ *os.Process, e
 	if h.cg != nil {
 		for _, dir := range h.cg.all {
 			if dir == h.cg.v2 && into {
-				f, err := os.OpenFile(dir, os.O_RDONLY|unix.O_DIRECTORY, 0)
-				if err != nil {
-					return nil, fmt.Errorf("isolate: open the sandbox's cgroup: %w", err)
-				}
-				defer f.Close()
-				if intoFD, err = fileFD(f, "cgroup fd"); err != nil {
+				if intoFD, err = openFD(dir, unix.O_RDONLY|unix.O_DIRECTORY, "open the sandbox's cgroup"); err != nil {
 					return nil, err
 				}
 				continue
@@ -290,12 +291,7 @@ func (h *Handle) launchForkedVia(req LaunchRequest, into bool) (_ *os.Process, e
 			if dir == h.cg.v2 {
 				name = "cgroup.procs"
 			}
-			f, err := os.OpenFile(filepath.Join(dir, name), os.O_WRONLY, 0)
-			if err != nil {
-				return nil, fmt.Errorf("isolate: open the sandbox's cgroup: %w", err)
-			}
-			defer f.Close()
-			fd, err := fileFD(f, "cgroup fd")
+			fd, err := openFD(filepath.Join(dir, name), unix.O_WRONLY, "open the sandbox's cgroup")
 			if err != nil {
 				return nil, err
 			}

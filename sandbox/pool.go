@@ -39,8 +39,8 @@ type PoolConfig struct {
 }
 
 // Pool keeps sandboxes of one configuration started ahead of time, so that
-// Get hands one over in about the cost of a channel receive instead of a
-// creation. A sandbox is never reused: each Get returns a sandbox nobody had
+// Get hands one over for the cost of a channel receive and a liveness check
+// (tens of µs locally) instead of a creation. A sandbox is never reused: each Get returns a sandbox nobody had
 // before, the caller owns it (and closes it), and the pool starts a
 // replacement in the background. A pooled sandbox is created by New with the
 // pool's options, so it has exactly the controls a fresh one would; its TTL
@@ -75,9 +75,11 @@ type Pool struct {
 // agent's processes, measured with getrusage over 50 starts) on a machine
 // that may have 2 cores, and started at Get it made the caller's first
 // `true` take 2.6–3.3 ms instead of the 1.7–1.8 ms of a sandbox already
-// held (idle machine; 5–6.4 ms against 1.6 ms under load 9, where 20 ms of
-// delay brought it to 1.7–2.5 ms). A Get that finds the pool empty ends the
-// hold: waiting callers need the start at once.
+// held (idle machine). With the hold, BenchmarkPoolGetAndFirstCommand
+// under load 25, old and new builds alternated: 4.7–6.6 ms -> 1.6–2.0 ms,
+// 3.3–4.2x -> 1.03–1.49x the held sandbox's command; docker 18–53 ms ->
+// 6–10 ms (load 28). A Get that has to wait ends the hold: waiting callers
+// need the start at once.
 //
 // The start is not also run at a lower CPU priority (nice, SCHED_IDLE),
 // which would keep it out of the way of later commands too: the new

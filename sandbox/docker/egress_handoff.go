@@ -5,7 +5,9 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 
+	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/mount"
 )
 
@@ -50,7 +52,7 @@ func (d *Driver) newHandoffSocket(egress bool) *handoffSocket {
 	if !egress || !d.target.local || runtime.GOOS != "linux" {
 		return nil
 	}
-	dir, err := os.MkdirTemp("", "sandboxkit-egress-")
+	dir, err := os.MkdirTemp("", handoffDirPrefix)
 	if err != nil {
 		return nil
 	}
@@ -67,6 +69,29 @@ func (d *Driver) newHandoffSocket(egress bool) *handoffSocket {
 		return nil
 	}
 	return &handoffSocket{l: l, dir: dir}
+}
+
+// handoffDirPrefix names the host directories newHandoffSocket makes.
+const handoffDirPrefix = "sandboxkit-egress-"
+
+// removeHandoffDir removes the handoff socket's host directory of a
+// container GC removed: Close removes it, but a creator that died first
+// left it in the temporary directory. Only a directory this backend made
+// (its name, directly in the temporary directory, the socket's bind
+// target) on this machine's engine is removed.
+func (d *Driver) removeHandoffDir(c container.Summary) {
+	if !d.target.local {
+		return // a remote engine's mount sources are paths of its machine
+	}
+	for _, m := range c.Mounts {
+		if m.Destination != handoffPath {
+			continue
+		}
+		dir := filepath.Dir(m.Source)
+		if filepath.Base(m.Source) == "s" && filepath.Dir(dir) == filepath.Clean(os.TempDir()) && strings.HasPrefix(filepath.Base(dir), handoffDirPrefix) {
+			_ = os.RemoveAll(dir)
+		}
+	}
 }
 
 // mount is the socket's bind mount into the container.

@@ -106,6 +106,7 @@ func GC(ctx context.Context, o GCOptions, opts ...Option) (GCReport, error) {
 			errs = append(errs, d.engineError("removing container "+c.ID, err))
 			continue
 		}
+		d.removeHandoffDir(c)
 		rep.Removed = append(rep.Removed, name)
 	}
 	// Agent volumes are shared by every owner's sandboxes, so they go

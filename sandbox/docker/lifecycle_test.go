@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -275,6 +276,32 @@ func TestGCRemovesOnlyLeftoversOfItsOwner(t *testing.T) {
 	}
 	if _, code := liveB.run(t, "true"); code != 0 {
 		t.Error("owner b's live sandbox stopped working after GC --all of owner a")
+	}
+}
+
+// A sandbox with an egress policy has a host directory holding its handoff
+// socket (egress_handoff.go), removed by Close. When its creator died
+// without closing it, GC removes the directory with the container: it
+// used to stay in the host's temporary directory for good.
+func TestGCRemovesALeftoverEgressSocketDirectory(t *testing.T) {
+	gone := goneIdentity(t)
+	dGone := newTestDriver(t)
+	dGone.as = &gone
+	owner := "gc-egress-" + randID()
+	left := start(t, dGone, driver.Config{ID: "gc-egress-" + randID(), Owner: owner, Egress: true})
+	if left.c.handoff == nil {
+		t.Fatal("a sandbox with egress on a local engine got no handoff socket")
+	}
+	dir := left.c.handoff.dir
+	if _, err := os.Stat(dir); err != nil {
+		t.Fatalf("the handoff socket's directory: %v", err)
+	}
+	rep, err := GC(testCtx(t), GCOptions{Owner: owner})
+	if err != nil || len(rep.Removed) != 1 {
+		t.Fatalf("GC --owner %s removed %v (err %v), want its leftover", owner, rep.Removed, err)
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("after GC removed the leftover, its handoff directory %s: %v, want it gone", dir, err)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -38,6 +39,23 @@ type proc struct {
 	start                 time.Time
 	end                   time.Time
 	table                 *procTable // set by register
+	// pidfd is where the runner's own clone saw the exit (start_clone.go):
+	// closed with the output.
+	pidfd pidfdHolder
+}
+
+// output is the process's output as the server gets it: closing it also
+// lets its pidfd go.
+type output struct {
+	*os.File
+	p *proc
+}
+
+// Close closes the output (runner.Output).
+func (o output) Close() error {
+	err := o.File.Close()
+	o.p.pidfd.outputClosed()
+	return err
 }
 
 // whileLive runs f, unless p has been reaped, with the reaper held off:
@@ -81,45 +99,78 @@ func newProcTable() *procTable {
 	return &procTable{live: map[int]*proc{}, unclaimed: map[int]syscall.WaitStatus{}, tags: newTagger()}
 }
 
+// orphanReapEvery is how often the reaper looks for exited orphans while
+// commands run, where no signal tells it (notifyExits false): an orphan's
+// zombie holds a PID, counted against the sandbox's pids limit, until then.
+// Orphans are also reaped whenever a command's own process exits, and by
+// every kill, which waits for its zombies.
+const orphanReapEvery = 50 * time.Millisecond
+
 func (t *procTable) startReaper() (stop func()) {
-	ch := make(chan os.Signal, 16)
-	signal.Notify(ch, syscall.SIGCHLD)
+	var ch chan os.Signal // nil (never ready) without notifyExits
+	if notifyExits {
+		ch = make(chan os.Signal, 16)
+		signal.Notify(ch, syscall.SIGCHLD)
+	}
 	quit := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		tick := time.NewTicker(time.Second) // a safety net for coalesced signals
-		defer tick.Stop()
+		// With notifyExits, a safety net for coalesced signals.
+		timer := time.NewTimer(time.Second)
+		defer timer.Stop()
 		for {
 			t.reap()
+			timer.Reset(t.reapEvery())
 			select {
 			case <-ch:
-			case <-tick.C:
+			case <-timer.C:
 			case <-quit:
 				return
 			}
 		}
 	}()
 	return func() {
-		signal.Stop(ch)
+		if ch != nil {
+			signal.Stop(ch)
+		}
 		close(quit)
 		wg.Wait()
 		t.reap()
 	}
 }
 
+// reapEvery is the reaper's period: orphanReapEvery while commands run and
+// no signal wakes it, else a second.
+func (t *procTable) reapEvery() time.Duration {
+	if notifyExits {
+		return time.Second
+	}
+	t.mu.Lock()
+	busy := len(t.live) > 0
+	t.mu.Unlock()
+	if busy {
+		return orphanReapEvery
+	}
+	return time.Second
+}
+
+// reap collects every exited child the agent may wait for without __WALL:
+// orphans, and commands whose exec made them ordinary children.
 func (t *procTable) reap() {
 	for {
 		var ws syscall.WaitStatus
 		// Under mu, so that proc.whileLive can hold a PID in place.
 		t.mu.Lock()
-		pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
-		if err == syscall.EINTR {
+		// WNOHANG: it cannot block, so raw (see readRaw in package server).
+		r, _, e := syscall.RawSyscall6(syscall.SYS_WAIT4, ^uintptr(0), uintptr(unsafe.Pointer(&ws)), syscall.WNOHANG, 0, 0, 0)
+		pid := int(r)
+		if e == syscall.EINTR {
 			t.mu.Unlock()
 			continue
 		}
-		if pid <= 0 || err != nil {
+		if pid <= 0 || e != 0 {
 			t.mu.Unlock()
 			return
 		}
@@ -409,9 +460,11 @@ func procTree(roots []int) ([]int, map[int]byte) {
 }
 
 // killDescendants kills every process below the agent, repeating until
-// none is left (a fork bomb keeps creating them) or a bound is reached.
-func killDescendants(root int) {
+// none is left (a fork bomb keeps creating them) or a bound is reached;
+// reap collects the zombies meanwhile (they are listed until reaped).
+func killDescendants(root int, reap func()) {
 	for range 50 {
+		reap()
 		ds := descendants(root)
 		if len(ds) == 0 {
 			return
@@ -465,7 +518,7 @@ func (p *proc) Stdin() io.WriteCloser {
 }
 
 // Stdout is the process's output (runner.Process).
-func (p *proc) Stdout() runner.Output { return p.stdout }
+func (p *proc) Stdout() runner.Output { return output{p.stdout, p} }
 
 // Stderr is the process's error output, nil on a pty (runner.Process).
 func (p *proc) Stderr() runner.Output {
@@ -501,4 +554,37 @@ func (p *proc) OutputHolders() []int {
 		inodes = append(inodes, pipeInode(p.stderr))
 	}
 	return pipeHolders(inodes...)
+}
+
+// pidfdHolder closes a command's pidfd once the runner has reaped the
+// command and the server has closed its output, whichever comes last.
+type pidfdHolder struct {
+	mu        sync.Mutex
+	f         *os.File
+	outClosed bool
+}
+
+// hold takes f, the reaped command's pidfd.
+func (h *pidfdHolder) hold(f *os.File) {
+	h.mu.Lock()
+	if !h.outClosed {
+		h.f = f
+		f = nil
+	}
+	h.mu.Unlock()
+	if f != nil {
+		f.Close()
+	}
+}
+
+// outputClosed is told that the server closed the command's output.
+func (h *pidfdHolder) outputClosed() {
+	h.mu.Lock()
+	h.outClosed = true
+	f := h.f
+	h.f = nil
+	h.mu.Unlock()
+	if f != nil {
+		f.Close()
+	}
 }

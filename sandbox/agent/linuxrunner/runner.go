@@ -57,7 +57,7 @@ func (r *Runner) Begin() (end func()) {
 	}
 	stop := r.procs.startReaper()
 	return func() {
-		killDescendants(os.Getpid())
+		killDescendants(os.Getpid(), r.procs.reap)
 		stop()
 	}
 }
@@ -66,7 +66,7 @@ func (r *Runner) Begin() (end func()) {
 // and every other process below the agent.
 func (r *Runner) KillAll() {
 	r.procs.killAll()
-	killDescendants(os.Getpid())
+	killDescendants(os.Getpid(), r.procs.reap)
 }
 
 // isClosed reports whether c is closed.

@@ -23,6 +23,10 @@ import (
 	"github.com/sandboxkit/sandboxkit/sandbox/agent/wire"
 )
 
+// notifyExits: os/exec's children end with SIGCHLD, and the reaper,
+// woken by it, is what sees them exit.
+const notifyExits = true
+
 // Start starts spec's process in its own process group (or session, for a
 // pty), tagged (tags.go), with spec's rlimits, and registers it with the
 // reaper.

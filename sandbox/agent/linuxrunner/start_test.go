@@ -145,3 +145,59 @@ func TestRlimitThatCannotBeSetRefusesTheCommand(t *testing.T) {
 		t.Fatalf("the agent after the refusal: %v", err)
 	}
 }
+
+// TestOrphansAreReapedWhileTheirCommandRuns: orphans a command leaves
+// (here a hundred double forks that exit at once) are reaped while the
+// command still runs: each zombie holds a PID that counts against the
+// sandbox's pids limit. No signal tells the agent of an orphan's exit
+// any more (notifyExits), so the reaper looks on a timer while commands
+// run.
+func TestOrphansAreReapedWhileTheirCommandRuns(t *testing.T) {
+	c := benchAgent(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var job wire.ExecReply
+	script := `sleep 1.5; i=0; while [ $i -lt 100 ]; do (true &); i=$((i+1)); done; echo forked; sleep 30`
+	if err := c.Do(ctx, "exec", wire.ExecRequest{Job: true, Args: []string{"sh", "-c", script}}, &job); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Do(context.Background(), "job.kill", wire.JobSignalRequest{ID: job.JobID, Signal: int(syscall.SIGKILL)}, nil)
+	zombies := func() int {
+		n := 0
+		self := strconv.Itoa(os.Getpid())
+		ents, _ := os.ReadDir("/proc")
+		for _, e := range ents {
+			b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+			if err != nil {
+				continue
+			}
+			i := strings.LastIndexByte(string(b), ')')
+			if f := strings.Fields(string(b[i+2:])); len(f) > 1 && f[0] == "Z" && f[1] == self {
+				n++
+			}
+		}
+		return n
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		var out wire.JobOutput
+		_ = c.Do(ctx, "job.output", wire.JobOutputRequest{ID: job.JobID}, &out)
+		if strings.Contains(string(out.Data), "forked") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the job never finished forking: %+v", out)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for {
+		n := zombies()
+		if n == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d orphans of a running command are still zombies", n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

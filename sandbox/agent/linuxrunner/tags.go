@@ -23,12 +23,14 @@ import (
 // Rlimits are inherited through fork and execve, survive setsid, and are
 // invisible to a process unless it asks; RTTIME bounds only real-time
 // scheduled tasks, which a sandbox cannot create (no CAP_SYS_NICE, RTPRIO
-// 0), so the value changes nothing else. The agent sets its own soft
-// limit to the tag just before each fork (starts are serialised under
+// 0), so the value changes nothing else. The runner's own clone
+// (start_clone.go) sets the tag in the child before execve: the command
+// cannot fork untagged, and the agent never carries a tag. Where os/exec
+// starts commands (start_exec.go), the agent sets its own soft limit to
+// the tag just before each fork (starts are serialised under
 // procTable.mu, and rlimits are per process, whichever thread forks), so
-// the child is born tagged: no window in which it could fork untagged;
-// right after the fork it puts its own limit back, so that no agent ever
-// carries a tag itself.
+// the child is born tagged, and puts its own limit back right after the
+// fork, so that no agent carries a tag itself.
 //
 // Tags must be unique among every agent whose processes can see each other
 // (the landlock and process tiers share the host's PID namespace; so do
@@ -203,6 +205,9 @@ func killTagged(p *proc) map[int]bool {
 	// next commands fail to fork. Wait (briefly) for them to be gone.
 	deadline := time.Now().Add(time.Second)
 	for p.tag != 0 && len(tagged(p.tag)) > 0 && time.Now().Before(deadline) {
+		if p.table != nil {
+			p.table.reap()
+		}
 		time.Sleep(2 * time.Millisecond)
 	}
 	return killed

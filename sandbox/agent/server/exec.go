@@ -27,6 +27,12 @@ func (s *server) resolveDir(dir string) (string, *wire.WireError) {
 	if werr != nil {
 		return "", werr
 	}
+	if rel == "." {
+		// The workspace itself, a directory the agent holds open: no
+		// stat (a system call the runtime is told of, see readRaw). Were
+		// it gone, the start would fail at its chdir instead.
+		return filepath.Join(s.ws.host, rel), nil
+	}
 	fi, err := s.ws.root.Stat(rel)
 	if err != nil {
 		return "", fsError(dir, err)
@@ -200,10 +206,14 @@ func (s *server) runExec(r *request, a wire.ExecRequest) (any, *wire.WireError) 
 		// pipes: read it all, however slowly the caller takes it.
 		rep.LeftRunning = drainOutput(drained, p)
 	}
-	stdout.Close()
-	if stderr != nil {
-		stderr.Close()
-	}
+	// Closed once the reply is out: a close is a system call the runtime
+	// is told of, which would wake its monitor before the reply (readRaw).
+	r.after = append(r.after, func() {
+		stdout.Close()
+		if stderr != nil {
+			stderr.Close()
+		}
+	})
 	rep.OutputFileReport = of.close()
 	if rep.TimedOut || rep.Canceled {
 		rep.Survivors = p.Survivors()

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"os"
 	"path"
+	"runtime"
 	"sync"
 	"syscall"
 	"time"
@@ -135,6 +136,9 @@ func pump(f runner.Output, emit func([]byte)) {
 	bp := pumpBufs.Get().(*[]byte)
 	defer pumpBufs.Put(bp)
 	buf := *bp
+	if pumpRaw(f, buf, emit) {
+		return
+	}
 	for {
 		n, err := f.Read(buf)
 		if n > 0 {
@@ -146,6 +150,42 @@ func pump(f runner.Output, emit func([]byte)) {
 			}
 			return
 		}
+	}
+}
+
+// pumpRaw is pump for a pipe or terminal served by the runtime's poller,
+// read with raw system calls (readRaw says why); it reports false, having
+// read nothing, where f is not such a file.
+func pumpRaw(f runner.Output, buf []byte, emit func([]byte)) bool {
+	sc, ok := f.(syscall.Conn)
+	if !ok || runtime.GOOS != "linux" {
+		return false
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return false
+	}
+	nb := false
+	if rc.Control(func(fd uintptr) { nb = nonblocking(fd) }) != nil || !nb {
+		return false
+	}
+	for {
+		n := 0
+		err := rc.Read(func(fd uintptr) bool {
+			n = readRaw(fd, buf)
+			// Not ready: wait for the poller (EINTR: read again).
+			return n != -int(syscall.EAGAIN) && n != -int(syscall.EINTR)
+		})
+		if err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				drainNow(f, buf, emit)
+			}
+			return true
+		}
+		if n <= 0 {
+			return true // EOF, or a read error (EIO: a terminal hung up)
+		}
+		emit(buf[:n])
 	}
 }
 

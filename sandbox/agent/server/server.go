@@ -161,6 +161,9 @@ type request struct {
 	inOnce   sync.Once
 	sigMu    sync.Mutex
 	onSignal func(wire.SignalRequest)
+	// after runs once the reply is sent (exec.go: closing the command's
+	// output off the reply's path).
+	after []func()
 }
 
 func (s *server) run() error {
@@ -440,6 +443,9 @@ func (s *server) handle(r *request, req wire.Request, end func(*wire.WireError))
 		end(werr)
 	}
 	s.reply(r.id, result, werr, r.blob)
+	for _, f := range r.after {
+		f()
+	}
 }
 
 // reply ends request id with its result or error (see encodeReply).

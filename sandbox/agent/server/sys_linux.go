@@ -2,6 +2,7 @@ package server
 
 import (
 	"strings"
+	"syscall"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -57,4 +58,28 @@ func openBeneath(rootFD int, rel string) (int, error) {
 		}
 		return int(r), nil
 	}
+}
+
+// readRaw reads a non-blocking descriptor without telling the scheduler:
+// a read that cannot block needs no hand-off of the P, and the first
+// system call the runtime is told of after the agent was idle wakes its
+// monitor thread (sysmon), which then polls every 20 µs while the agent
+// works: a warm command's agent made 17 context switches, 8 of them with
+// that monitor kept asleep. It returns the count, or -errno.
+func readRaw(fd uintptr, buf []byte) int {
+	if len(buf) == 0 {
+		return 0
+	}
+	n, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&buf[0])), uintptr(len(buf)))
+	if e != 0 {
+		return -int(e)
+	}
+	return int(n)
+}
+
+// nonblocking reports whether fd is in non-blocking mode (readRaw must
+// never block the agent's only P in a read).
+func nonblocking(fd uintptr) bool {
+	fl, _, e := syscall.RawSyscall(syscall.SYS_FCNTL, fd, syscall.F_GETFL, 0)
+	return e == 0 && fl&syscall.O_NONBLOCK != 0
 }

@@ -20,3 +20,16 @@ func openPathFD(dir string) int { return -1 }
 // openBeneath is never reached (openPathFD gives no descriptor); it
 // answers ENOSYS, which sends the caller to os.Root.
 func openBeneath(rootFD int, rel string) (int, error) { return -1, unix.ENOSYS }
+
+// readRaw reads fd (sys_linux.go), through the runtime here. It returns the
+// count, or -errno.
+func readRaw(fd uintptr, buf []byte) int {
+	n, err := unix.Read(int(fd), buf)
+	if errno, ok := err.(unix.Errno); ok {
+		return -int(errno)
+	}
+	return n
+}
+
+// nonblocking: pumpRaw is Linux only.
+func nonblocking(fd uintptr) bool { return false }

@@ -76,3 +76,10 @@ func openPathFD(dir string) int { return -1 }
 
 // closePathFD is never reached (openPathFD gives none).
 func closePathFD(fd int) {}
+
+// readRaw: there are no raw descriptors to read here (pump reads through
+// the file).
+func readRaw(fd uintptr, buf []byte) int { return -1 }
+
+// nonblocking: pumpRaw is Linux only.
+func nonblocking(fd uintptr) bool { return false }

@@ -29,11 +29,18 @@ package linuxrunner
 //     exec-status pipe; here the child reports a failure in the memory it
 //     shares with the agent.
 //
-// Measured on the 2-core test VM under load (BenchmarkWarmCommand,
-// namespace tier, same run, chrt -f 50, old and new build alternated): a
-// warm `true` went from 1.46-1.52x to 1.38-1.42x a plain exec; the agent
-// made 46 system calls per command instead of 83 and 16-17 context
-// switches instead of 19-20.
+// Measured on the 2-core test VM (BenchmarkWarmCommand, namespace tier,
+// chrt -f 50, the build before this file and this one alternated three
+// times, load 5): a warm `true` costs 1.27-1.30x a plain exec instead of
+// 1.39-1.46x (0.82-0.85 ms instead of 0.90-1.04, exec 0.64-0.71 ms); the
+// agent makes 12.5-13 context switches per command instead of 18-19 and
+// uses 300-350 µs of CPU instead of 430-580. What is left above the exec
+// is mostly the request's round trip (a Files.Stat in the same run: 0.09-
+// 0.11 ms, 0.14-0.17x of the exec by itself), then the hand-off to the
+// thread in the commands' cgroup (isolate.CommandSpawner: two thread
+// wake-ups) and the runtime's monitor thread, which the start's first
+// system call through os.File wakes (os.NewFile asks fcntl through the
+// runtime).
 
 import (
 	"os"

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"strconv"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -99,6 +100,9 @@ func runStage(stage string) int {
 		if err := processTierRlimits(cfg.Limits); err != nil {
 			return failStage(conn, "applying the limits", err)
 		}
+		if err := closeInheritedOnExec(fdStream + 1); err != nil {
+			return failStage(conn, "closing inherited descriptors", err)
+		}
 	case "agent":
 		if processesReady, spawn, err = completeIsolation(cfg, spawner); err != nil {
 			return failStage(conn, "completing isolation", err)
@@ -126,11 +130,15 @@ func runStage(stage string) int {
 		}
 		server.NarrowProcs()
 	}()
+	scratch := "" // the landlock tier's private TMPDIR: its /tmp is the host's, read-only
+	if cfg.Iso.Plan != nil {
+		scratch = cfg.Iso.Plan.TmpDir
+	}
 	served := make(chan error, 1)
 	go func() {
 		// ServeProcess hardens the agent (undumpable again after the exec,
 		// no environment) before it reads a frame.
-		served <- server.ServeProcess(newStream(conn), server.ServeOptions{ProcessesReady: processesReady, Runner: linuxrunner.New(linuxrunner.Options{Spawn: spawn}), Logf: func(format string, args ...any) {
+		served <- server.ServeProcess(newStream(conn), server.ServeOptions{ProcessesReady: processesReady, Runner: linuxrunner.New(linuxrunner.Options{Spawn: spawn}), ScratchDir: scratch, Logf: func(format string, args ...any) {
 			fmt.Fprintf(os.Stderr, "sandboxkit agent: "+format+"\n", args...)
 		}})
 	}()
@@ -151,6 +159,33 @@ func failStage(conn *os.File, what string, err error) int {
 	_ = wire.WriteFrame(conn, 0, wire.FrameHelloOK, msg)
 	conn.Close()
 	return 1
+}
+
+// closeInheritedOnExec marks every descriptor from first on close-on-exec,
+// on the process tier's agent: nothing else stands between the host
+// program's descriptors and the commands there. Go opens its own files
+// close-on-exec, but a host program inherits whatever its parent left
+// without the flag (found on a CI machine: a /dev/null at 10 and a pipe to
+// the job runner at 251), os/exec passes those on to the agent, and the
+// agent passed them to every command. The other tiers' launcher closes
+// them before the boundary.
+func closeInheritedOnExec(first int) error {
+	err := unix.CloseRange(uint(first), ^uint(0), unix.CLOSE_RANGE_CLOEXEC)
+	if err == nil {
+		return nil
+	}
+	// Before Linux 5.11 (or under a filter that refuses close_range): one
+	// descriptor at a time.
+	ents, rerr := os.ReadDir("/proc/self/fd")
+	if rerr != nil {
+		return fmt.Errorf("close_range: %v; listing /proc/self/fd: %w", err, rerr)
+	}
+	for _, e := range ents {
+		if fd, err := strconv.Atoi(e.Name()); err == nil && fd >= first {
+			unix.CloseOnExec(fd) // the listing's own descriptor is closed already or gone: harmless
+		}
+	}
+	return nil
 }
 
 // processTierRlimits sets, on the process tier's agent before it serves,

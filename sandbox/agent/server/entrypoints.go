@@ -42,7 +42,7 @@ func ServeProcess(conn io.ReadWriteCloser, opts ServeOptions) error {
 	if logf == nil {
 		logf = func(string, ...any) {}
 	}
-	if err := checkConfinement(logf); err != nil {
+	if err := checkConfinement(logf, opts.ScratchDir); err != nil {
 		err = fmt.Errorf("agent: refusing to serve: %w", err)
 		refuseHello(conn, err)
 		return err

@@ -45,13 +45,17 @@ func hardenProcess() error {
 // 12 (release 20221219) the first followed a link to "/" and the file API
 // returned /etc/passwd. A kernel that follows is refused here, so the
 // agent never serves files with a confinement it has not seen hold. It
-// makes a link to "/" in a fresh directory of /tmp; where none can be made
-// the check is skipped with a log line (the backends give the agent a
-// writable private /tmp).
-func checkConfinement(logf func(string, ...any)) error {
-	dir, err := os.MkdirTemp("/tmp", ".sandboxkit-confine-")
+// makes a link to "/" in a fresh directory of scratch (/tmp when empty);
+// where none can be made the check is skipped with a log line (the
+// backends give the agent a writable private /tmp, or name one in
+// ServeOptions.ScratchDir).
+func checkConfinement(logf func(string, ...any), scratch string) error {
+	if scratch == "" {
+		scratch = "/tmp"
+	}
+	dir, err := os.MkdirTemp(scratch, ".sandboxkit-confine-")
 	if err != nil {
-		logf("agent: cannot check the kernel's confinement of opens (no writable /tmp): %v", err)
+		logf("agent: cannot check the kernel's confinement of opens (no writable %s): %v", scratch, err)
 		return nil
 	}
 	defer os.RemoveAll(dir)

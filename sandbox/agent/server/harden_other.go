@@ -12,7 +12,7 @@ func hardenProcess() error {
 }
 
 // checkConfinement has nothing to check where hardenProcess refuses.
-func checkConfinement(func(string, ...any)) error { return nil }
+func checkConfinement(func(string, ...any), string) error { return nil }
 
 // ProbeSyscalls has nothing to probe off Linux, where no agent serves.
 func ProbeSyscalls() int { return 2 }

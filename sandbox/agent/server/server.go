@@ -49,6 +49,13 @@ type ServeOptions struct {
 	// Linux runner (package agent/linuxrunner) on Linux, runner.Plain
 	// elsewhere.
 	Runner runner.Runner
+	// ScratchDir is a directory the agent may write, where ServeProcess
+	// checks before serving that the kernel's opens confine as the file
+	// API relies on (a symbolic link out must not be followed). Empty
+	// means /tmp; a backend whose agent has no writable /tmp (the local
+	// landlock tier: /tmp is the host's, read-only) names its private one,
+	// or the check is skipped with a log line.
+	ScratchDir string
 }
 
 // Clock is a source of timers (ServeOptions.Clock).

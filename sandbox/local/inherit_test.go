@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/sandboxkit/sandboxkit/sandbox"
 	"github.com/sandboxkit/sandboxkit/sandbox/local"
 	"github.com/sandboxkit/sandboxkit/sandbox/sandboxtest"
@@ -26,7 +28,7 @@ func TestCommandsInheritNoHostDescriptor(t *testing.T) {
 		t.Fatal(err)
 	}
 	const leaked = 211
-	if err := syscall.Dup2(p[1], leaked); err != nil {
+	if err := unix.Dup2(p[1], leaked); err != nil {
 		t.Fatal(err)
 	}
 	syscall.Close(p[0])

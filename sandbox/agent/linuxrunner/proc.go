@@ -14,6 +14,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/creack/pty"
 	"golang.org/x/sys/unix"
 
 	"github.com/sandboxkit/sandboxkit/sandbox/agent/runner"
@@ -211,6 +212,28 @@ func (t *procTable) killAll() {
 	for _, p := range ps {
 		killTree(p, syscall.SIGKILL)
 	}
+}
+
+// openPty opens a terminal of rows x cols (40 x 200 where zero) for a
+// command: the master, pollable (see pollable), and the blocking tty the
+// command gets as its standard streams.
+func openPty(rows, cols uint16) (ptmx, tty *os.File, err error) {
+	ptmx, tty, err = pty.Open()
+	if err != nil {
+		return nil, nil, err
+	}
+	if rows == 0 {
+		rows = 40
+	}
+	if cols == 0 {
+		cols = 200
+	}
+	_ = pty.Setsize(ptmx, &pty.Winsize{Rows: rows, Cols: cols})
+	if ptmx, err = pollable(ptmx); err != nil {
+		tty.Close()
+		return nil, nil, err
+	}
+	return ptmx, tty, nil
 }
 
 // pollable returns the pty master f in non-blocking mode, served by the

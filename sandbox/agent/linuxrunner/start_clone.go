@@ -50,7 +50,6 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/creack/pty"
 	"golang.org/x/sys/unix"
 
 	"github.com/sandboxkit/sandboxkit/sandbox/agent/runner"
@@ -311,20 +310,8 @@ func (r *Runner) Start(spec runner.Spec) (runner.Process, error) {
 		return nil, err
 	}
 	if spec.Pty {
-		ptmx, tty, err := pty.Open()
+		ptmx, tty, err := openPty(spec.Rows, spec.Cols)
 		if err != nil {
-			return fail(err)
-		}
-		rows, cols := spec.Rows, spec.Cols
-		if rows == 0 {
-			rows = 40
-		}
-		if cols == 0 {
-			cols = 200
-		}
-		_ = pty.Setsize(ptmx, &pty.Winsize{Rows: rows, Cols: cols})
-		if ptmx, err = pollable(ptmx); err != nil {
-			tty.Close()
 			return fail(err)
 		}
 		files = append(files, tty)

@@ -16,7 +16,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/creack/pty"
 	"golang.org/x/sys/unix"
 
 	"github.com/sandboxkit/sandboxkit/sandbox/agent/runner"
@@ -46,20 +45,8 @@ func (r *Runner) Start(spec runner.Spec) (runner.Process, error) {
 		return nil, err
 	}
 	if spec.Pty {
-		ptmx, tty, err := pty.Open()
+		ptmx, tty, err := openPty(spec.Rows, spec.Cols)
 		if err != nil {
-			return fail(err)
-		}
-		rows, cols := spec.Rows, spec.Cols
-		if rows == 0 {
-			rows = 40
-		}
-		if cols == 0 {
-			cols = 200
-		}
-		_ = pty.Setsize(ptmx, &pty.Winsize{Rows: rows, Cols: cols})
-		if ptmx, err = pollable(ptmx); err != nil {
-			tty.Close()
 			return fail(err)
 		}
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty

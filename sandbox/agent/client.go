@@ -157,6 +157,11 @@ func Dial(ctx context.Context, conn io.ReadWriteCloser, h wire.Hello) (*Client, 
 		c.tunnel = tunnel.New(c.send, c.write, tunnel.Addr("egress proxy "+r.rep.Proxy))
 		if r.rep.Proxy != "" {
 			c.tunnel.UseStream(conn, c.writeWith, tunnel.Splicing{Send: true})
+			// Handed-over sockets must be the proxy's accepted ones.
+			if err := c.tunnel.ExpectHandoffsFrom(r.rep.Proxy); err != nil {
+				conn.Close()
+				return nil, fmt.Errorf("%w: the agent's egress proxy address %q: %v", ErrDead, r.rep.Proxy, err)
+			}
 		}
 		c.readers.Add(2)
 		go c.readLoop()

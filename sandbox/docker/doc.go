@@ -91,9 +91,10 @@
 // proxy listens on: the agent hands each connection its proxy accepts to
 // the host there (the socket itself, as a descriptor), and the host serves
 // it directly, which the attach stream (bytes only, copied by the engine)
-// could not do at a useful speed. Whatever in the container connects to
-// that socket gets exactly what the proxy's address gives, under the same
-// policy and limits (egress_handoff.go); it is removed with the sandbox.
+// could not do at a useful speed. The host takes there only sockets the
+// proxy accepted (bound to its address): whatever else in the container
+// connects gets its connection closed (egress_handoff.go). The socket is
+// removed with the sandbox.
 // With a remote engine the connections' bytes are carried over the attach
 // stream instead.
 package docker

@@ -24,11 +24,16 @@ import (
 // program's socket directly, as with the local backend's stream.
 //
 // What it opens: a socket whose only server is this sandbox's egress
-// proxy on the host, which treats whatever connects to it as untrusted
-// (only ConnHandoff frames with connected TCP sockets, the same policy
-// and limits as every connection through the proxy: package
-// agent/internal/tunnel). A program in the container that connects to it
-// gets nothing it could not get by connecting to the proxy's address.
+// proxy on the host, which treats whatever connects to it as untrusted:
+// only empty ConnHandoff frames (the header is checked before anything
+// it announces is read), each with a connected TCP socket bound to the
+// proxy's own address — a socket the proxy accepted, which a program
+// cannot make while the agent listens there — served under the same
+// policy and limits as every connection, with I/O that no flag the
+// sender shares can make block (package agent/internal/tunnel). A review
+// found the first version took any program's socket: a program then
+// cleared O_NONBLOCK on it and wedged Sandbox.Close. A program that
+// connects to it now gets its connection closed.
 // The socket's directory is the host user's alone (0700), so no other
 // user of the host reaches it; the socket itself is open to the
 // container's user (0666), who reaches it through the mount only. With

@@ -2,9 +2,11 @@ package tunnel
 
 import (
 	"bufio"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"sync"
 	"syscall"
 
@@ -53,6 +55,10 @@ func CanHandOff(stream any) bool {
 
 // handoff is a Tunnel's state for connections handed over.
 type handoff struct {
+	// local is the address every handed-over socket must have as its own
+	// (ExpectHandoffsFrom): the agent's proxy listener, where a program
+	// cannot bind while the agent listens. Unset: not checked.
+	local netip.AddrPort
 	// rc is where the agent sends its descriptors, the stream or a
 	// handoff socket, and write runs a function with its write lock held.
 	rc    syscall.RawConn
@@ -173,7 +179,10 @@ func (tn *Tunnel) handOver(id uint32, fd int) error {
 		return fmt.Errorf("%w: more than %d tunnelled connections", wire.ErrProtocol, maxTunnelConns)
 	}
 	tn.mu.Unlock()
-	tc, err := handedSocket(fd)
+	tn.mu.Lock()
+	local := tn.ho.local
+	tn.mu.Unlock()
+	tc, err := handedSocket(fd, local)
 	if err != nil {
 		return fmt.Errorf("%w: connection %d: %v", wire.ErrProtocol, id, err)
 	}
@@ -250,14 +259,20 @@ func (tn *Tunnel) ServeHandoff(l net.Listener) {
 			r := &handoffReader{tn: tn, rc: rc, oob: make([]byte, rightsSpace)}
 			br := bufio.NewReaderSize(r, 16*wire.HeaderSize)
 			for {
-				f, err := wire.ReadFrame(br)
-				if err == nil && (f.Type != wire.FrameConnHandoff || len(f.Payload) != 0) {
-					err = fmt.Errorf("%w: a %s frame on the handoff socket", wire.ErrProtocol, f.Type)
-				}
-				if err == nil {
-					err = tn.handOver(f.ID, r.next())
-				}
+				// Only empty ConnHandoff frames come here: the header is
+				// checked before anything it announces is read, so a
+				// header announcing 16 MiB and then nothing holds no
+				// buffer (it held one per connection, indefinitely).
+				hdr, err := br.Peek(wire.HeaderSize)
 				if err != nil {
+					break
+				}
+				size, id := binary.BigEndian.Uint32(hdr[0:4]), binary.BigEndian.Uint32(hdr[4:8])
+				if wire.FrameType(hdr[8]) != wire.FrameConnHandoff || size != 0 {
+					break
+				}
+				_, _ = br.Discard(wire.HeaderSize)
+				if err := tn.handOver(id, r.next()); err != nil {
 					break
 				}
 			}
@@ -282,8 +297,11 @@ type handedConn struct {
 }
 
 // Close closes the socket and tells the agent the connection is over
-// (its slot is free).
+// (its slot is free). The shutdown first wakes a read or write that the
+// sender's cleared O_NONBLOCK left blocked in the kernel (see
+// handoff_linux.go); Close alone waits for it.
 func (c *handedConn) Close() error {
+	c.shutdown()
 	err := c.TCPConn.Close()
 	c.once.Do(func() {
 		c.tn.mu.Lock()
@@ -295,6 +313,21 @@ func (c *handedConn) Close() error {
 		}
 	})
 	return err
+}
+
+// ExpectHandoffsFrom makes the host accept only handed-over sockets whose
+// own address is addr ("IP:port"), the agent's proxy listener (host). A
+// socket a program made and handed over itself (in Docker anything in
+// the container can reach the handoff socket) has another address.
+func (tn *Tunnel) ExpectHandoffsFrom(addr string) error {
+	ap, err := netip.ParseAddrPort(addr)
+	if err != nil {
+		return err
+	}
+	tn.mu.Lock()
+	tn.ho.local = netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+	tn.mu.Unlock()
+	return nil
 }
 
 // UseHandoffSocket makes the agent hand its proxy connections over c, a

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"syscall"
 	"unsafe"
@@ -139,8 +140,12 @@ func sendHandoff(rc syscall.RawConn, hdr []byte, fd int) error {
 // as a connection of the host's (the descriptor is closed either way).
 // Anything else the agent sends — a listening socket, a unix socket, a
 // file — is refused: the host treats only what a program could make by
-// connecting to the proxy.
-func handedSocket(fd int) (*net.TCPConn, error) {
+// connecting to the proxy. With local set, the socket's own address must
+// be local, the proxy's listener: a program in the sandbox cannot have a
+// socket bound there while the agent listens, so one it made and handed
+// over itself (through Docker's handoff socket, which anything in the
+// container can reach) is refused.
+func handedSocket(fd int, local netip.AddrPort) (*net.TCPConn, error) {
 	f := os.NewFile(uintptr(fd), "handed-over egress connection")
 	defer f.Close()
 	typ, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_TYPE)
@@ -154,6 +159,19 @@ func handedSocket(fd int) (*net.TCPConn, error) {
 	if l, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_ACCEPTCONN); err != nil || l != 0 {
 		return nil, fmt.Errorf("handed-over descriptor is a listening socket")
 	}
+	if local.IsValid() {
+		sa, err := unix.Getsockname(fd)
+		var got netip.AddrPort
+		switch a := sa.(type) {
+		case *unix.SockaddrInet4:
+			got = netip.AddrPortFrom(netip.AddrFrom4(a.Addr), uint16(a.Port))
+		case *unix.SockaddrInet6:
+			got = netip.AddrPortFrom(netip.AddrFrom16(a.Addr).Unmap(), uint16(a.Port))
+		}
+		if err != nil || got != local {
+			return nil, fmt.Errorf("handed-over socket is bound to %v, not the proxy's %v: it was not accepted by the proxy", got, local)
+		}
+	}
 	nc, err := net.FileConn(f)
 	if err != nil {
 		return nil, err
@@ -164,4 +182,94 @@ func handedSocket(fd int) (*net.TCPConn, error) {
 		return nil, errors.New("handed-over descriptor is not a TCP connection")
 	}
 	return tc, nil
+}
+
+// The host's I/O on a handed-over socket must not depend on the socket's
+// O_NONBLOCK flag: it belongs to the open file description, which the
+// sender shares (the agent keeps its copy; in Docker, a program that
+// reached the handoff socket keeps the whole socket) and can clear at any
+// time. The reviewer's reproduction: cleared after the host's FileConn,
+// the host's next read blocked in the kernel, past its header deadline,
+// and Close waited for it (internal/poll), so Sandbox.Close hung with a
+// host thread pinned per connection. recv and send with MSG_DONTWAIT never
+// block whatever the flag says, and RawConn parks them on the poller with
+// the deadlines honoured. No splice into or out of the socket: a splice
+// follows the flag.
+
+// Read reads with recv(MSG_DONTWAIT).
+func (c *handedConn) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	rc, err := c.TCPConn.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	var n int
+	var rerr error
+	err = rc.Read(func(fd uintptr) bool {
+		for {
+			n, _, rerr = unix.Recvfrom(int(fd), p, unix.MSG_DONTWAIT)
+			if rerr == unix.EINTR {
+				continue
+			}
+			return rerr != unix.EAGAIN
+		}
+	})
+	switch {
+	case err != nil:
+		return 0, err
+	case rerr != nil:
+		return 0, rerr
+	case n == 0:
+		return 0, io.EOF
+	}
+	return n, nil
+}
+
+// Write writes all of p with send(MSG_DONTWAIT|MSG_NOSIGNAL).
+func (c *handedConn) Write(p []byte) (int, error) {
+	rc, err := c.TCPConn.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	sent := 0
+	var werr error
+	err = rc.Write(func(fd uintptr) bool {
+		for sent < len(p) {
+			n, e := unix.SendmsgN(int(fd), p[sent:], nil, nil, unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL)
+			switch e {
+			case nil:
+				sent += n
+			case unix.EINTR:
+			case unix.EAGAIN:
+				return false
+			default:
+				werr = e
+				return true
+			}
+		}
+		return true
+	})
+	if err == nil {
+		err = werr
+	}
+	return sent, err
+}
+
+// ReadFrom copies r into the socket through Write (TCPConn's would splice).
+func (c *handedConn) ReadFrom(r io.Reader) (int64, error) {
+	return io.Copy(struct{ io.Writer }{c}, r)
+}
+
+// WriteTo copies the socket to w through Read.
+func (c *handedConn) WriteTo(w io.Writer) (int64, error) {
+	return io.Copy(w, struct{ io.Reader }{c})
+}
+
+// shutdown wakes whatever still waits in the kernel on the socket.
+func (c *handedConn) shutdown() {
+	if rc, err := c.TCPConn.SyscallConn(); err == nil {
+		_ = rc.Control(func(fd uintptr) { _ = unix.Shutdown(int(fd), unix.SHUT_RDWR) })
+	}
 }

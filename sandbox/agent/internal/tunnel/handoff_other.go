@@ -5,6 +5,7 @@ package tunnel
 import (
 	"errors"
 	"net"
+	"net/netip"
 	"syscall"
 )
 
@@ -22,4 +23,6 @@ func recvStream(syscall.RawConn, []byte, []byte) (int, []int, error) {
 
 func sendHandoff(syscall.RawConn, []byte, int) error { return errors.ErrUnsupported }
 
-func handedSocket(int) (*net.TCPConn, error) { return nil, errors.ErrUnsupported }
+func handedSocket(int, netip.AddrPort) (*net.TCPConn, error) { return nil, errors.ErrUnsupported }
+
+func (c *handedConn) shutdown() {}

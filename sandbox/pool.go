@@ -387,8 +387,13 @@ func (p *Pool) hold() bool {
 		p.mu.Unlock()
 		return false
 	}
-	p.holdUntil = time.Now().Add(refillDelay)
-	p.refill.Reset(refillDelay)
+	// A hold already pending is not pushed back: Gets closer together
+	// than refillDelay would otherwise postpone every replacement until
+	// the pool ran empty (found in review).
+	if now := time.Now(); !now.Before(p.holdUntil) {
+		p.holdUntil = now.Add(refillDelay)
+		p.refill.Reset(refillDelay)
+	}
 	urgent := p.waiting > 0
 	p.mu.Unlock()
 	if urgent {

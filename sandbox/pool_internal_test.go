@@ -62,3 +62,43 @@ func TestPoolSurplusDoesNotBlock(t *testing.T) {
 	}
 	sb.Close()
 }
+
+// A Get holds the replacement start back for refillDelay, so that the
+// caller's first command does not compete with it; a burst of Gets closer
+// together than that must not keep pushing the start back (a review found
+// that each Get moved the hold, so a steady stream of Gets 5 ms apart
+// started no replacement until the pool was empty and every Get then
+// waited for a whole create).
+func TestPoolHoldIsNotPushedBackByEveryGet(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a sandbox")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	p, err := NewPool(ctx, PoolConfig{Size: 1, MaxStarting: 1}, AllowWeaker(TierLandlock, TierProcess))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	first := time.Now()
+	moved := 0
+	for time.Since(first) < 5*refillDelay {
+		p.mu.Lock()
+		prev := p.holdUntil
+		p.mu.Unlock()
+		now := time.Now()
+		if !p.hold() {
+			t.Fatal("the pool closed")
+		}
+		p.mu.Lock()
+		after := p.holdUntil
+		p.mu.Unlock()
+		if now.Before(prev) && !after.Equal(prev) {
+			moved++
+		}
+		time.Sleep(refillDelay / 4)
+	}
+	if moved > 0 {
+		t.Errorf("%d Gets %v apart moved a pending hold later: the replacement start was pushed back by every Get", moved, refillDelay/4)
+	}
+}

@@ -20,8 +20,11 @@ import (
 //
 // What a raw call gives up is the hand-off of its P while it blocks; these
 // do not block for long: the files are regular (the walk takes only
-// DT_REG entries, the open is O_NONBLOCK so a FIFO swapped in opens at
-// once, and a file that fstat shows is not regular is not read), and a
+// DT_REG entries, and the open is O_NONBLOCK, so a FIFO swapped in between
+// the walk and the open opens at once and its read returns at once; a
+// file that fills the read buffer is fstat'ed and read only if regular,
+// but a smaller one is read without fstat, so such a swapped-in FIFO's
+// waiting bytes are read and searched like a file's), and a
 // regular file's read waits at most for the disk. A search runs with one P
 // more than its workers (widenProcs), so while every worker waits in such
 // a call the agent still serves its other requests.

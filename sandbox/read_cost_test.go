@@ -4,9 +4,7 @@ package sandbox_test
 
 import (
 	"context"
-	"io"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"syscall"
@@ -46,28 +44,8 @@ func BenchmarkRead1KBCost(b *testing.B) {
 		})
 	})
 	b.Run("pipe", func(b *testing.B) {
-		cat := exec.Command("cat")
-		toCat, err := cat.StdinPipe()
-		if err != nil {
-			b.Fatal(err)
-		}
-		fromCat, err := cat.StdoutPipe()
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := cat.Start(); err != nil {
-			b.Skip("no cat to measure a pipe's round trip with:", err)
-		}
-		defer func() { toCat.Close(); cat.Wait() }()
-		echo := make([]byte, len(data))
-		measureCost(b, cat.Process.Pid, func() {
-			if _, err := toCat.Write(data); err != nil {
-				b.Fatal(err)
-			}
-			if _, err := io.ReadFull(fromCat, echo); err != nil {
-				b.Fatal(err)
-			}
-		})
+		pid, roundTrip := catPipe(b, len(data))
+		measureCost(b, pid, func() { roundTrip(data) })
 	})
 }
 

@@ -14,8 +14,8 @@ import (
 
 var _ driver.Prober = (*instance)(nil)
 
-// Exited reports whether the agent has exited or is being killed, from
-// what the kernel says about it; no round trip. Package sandbox's Pool asks
+// Exited reports whether the agent has exited, is being killed, or is
+// stopped, from what the kernel says about it; no round trip. Package sandbox's Pool asks
 // it before handing over a ready sandbox, where it replaced a ping through
 // the agent that cost 0.1–0.3 ms of a Get whose target is 2 ms with the
 // first command; this costs a poll(2) and a read of /proc (~10 µs).
@@ -38,6 +38,14 @@ var _ driver.Prober = (*instance)(nil)
 // An agent that exits on its own (a crash) shows no SIGKILL: it is seen
 // from the moment its leader is a zombie or its descriptors are released,
 // which a ping would have seen up to a few milliseconds sooner.
+//
+// A stopped agent (SIGSTOP from anything on the host: State T, or the
+// signal still pending) is alive but answers nothing until someone
+// continues it, so it counts too: the ping this replaced timed out on
+// one, and without the check Pool.Get handed it over and the caller's
+// first command hung until its deadline (TestPoolSkipsAStoppedAgent).
+// A tracing stop (State t) does not count: a debugger or strace attached
+// to a healthy agent passes through it between system calls.
 func (i *instance) Exited() bool {
 	select {
 	case <-i.done:
@@ -73,8 +81,8 @@ func (i *instance) Exited() bool {
 }
 
 // dying reports whether /proc/PID/status shows the process exited (State
-// Z or X) or with a SIGKILL pending (SigPnd, ShdPnd). An unreadable file
-// counts as exited.
+// Z or X), stopped (State T), or with a SIGKILL or SIGSTOP pending
+// (SigPnd, ShdPnd). An unreadable file counts as exited.
 func dying(pid int) bool {
 	var buf [4096]byte
 	fd, err := unix.Open("/proc/"+strconv.Itoa(pid)+"/status", unix.O_RDONLY|unix.O_CLOEXEC, 0)
@@ -102,13 +110,13 @@ func dying(pid int) bool {
 		val = bytes.TrimSpace(val)
 		switch string(key) {
 		case "State":
-			if len(val) == 0 || val[0] == 'Z' || val[0] == 'X' || val[0] == 'x' {
+			if len(val) == 0 || val[0] == 'Z' || val[0] == 'X' || val[0] == 'x' || val[0] == 'T' {
 				return true
 			}
 			seen++
 		case "SigPnd", "ShdPnd":
 			mask, err := strconv.ParseUint(string(val), 16, 64)
-			if err != nil || mask&(1<<(unix.SIGKILL-1)) != 0 {
+			if err != nil || mask&(1<<(unix.SIGKILL-1)|1<<(unix.SIGSTOP-1)) != 0 {
 				return true
 			}
 			seen++

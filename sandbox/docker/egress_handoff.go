@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 
 	"github.com/docker/docker/api/types/container"
@@ -61,10 +62,9 @@ func (d *Driver) newHandoffSocket(egress bool) *handoffSocket {
 	if err != nil {
 		return nil
 	}
-	path := filepath.Join(dir, "s")
-	l, err := net.Listen("unix", path)
+	l, err := listenUnixAnonymously(dir, "s")
 	if err == nil {
-		err = os.Chmod(path, 0o666)
+		err = os.Chmod(filepath.Join(dir, "s"), 0o666)
 	}
 	if err != nil {
 		if l != nil {
@@ -74,6 +74,34 @@ func (d *Driver) newHandoffSocket(egress bool) *handoffSocket {
 		return nil
 	}
 	return &handoffSocket{l: l, dir: dir}
+}
+
+// listenUnixAnonymously listens on a unix socket made as dir/name, bound
+// through a descriptor of dir (/proc/self/fd/N/name) rather than by dir's
+// path.
+//
+// Why: a unix socket's bound name is what /proc/net/unix shows, and the
+// socket the host's listener accepts for a connection belongs to the
+// connecting side's network namespace and carries the listener's name.
+// Bound by its path, every container with egress saw the host's
+// temporary directory (/tmp/sandboxkit-egress-NNNN/s) in its own
+// /proc/net/unix. Through the descriptor the name says nothing about the
+// host; the socket is the same file (Close removes the directory).
+func listenUnixAnonymously(dir, name string) (net.Listener, error) {
+	d, err := os.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close() // bind has resolved the directory; the name is all that stays
+	addr := &net.UnixAddr{Name: "/proc/self/fd/" + strconv.Itoa(int(d.Fd())) + "/" + name, Net: "unix"}
+	l, err := net.ListenUnix("unix", addr)
+	if err != nil {
+		return nil, err
+	}
+	// The name means nothing once d is closed: Close must not unlink
+	// through it (the caller removes dir).
+	l.SetUnlinkOnClose(false)
+	return l, nil
 }
 
 // handoffDirPrefix names the host directories newHandoffSocket makes.

@@ -62,6 +62,7 @@ func BenchmarkEgressDownload(b *testing.B) {
 // sandbox closes.
 func TestEgressHandoffSocket(t *testing.T) {
 	h := sandboxtest.NewEgressHost(t)
+	before := handoffDirs(t)
 	sb := newSandbox(t, sandbox.WithEgress(h.EgressPolicy()))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -107,19 +108,44 @@ except ConnectionResetError:
 	if err != nil || res.ExitCode != 0 || !strings.Contains(res.Stdout, "hello") {
 		t.Fatalf("egress stopped working after the probe: %+v, %v", res, err)
 	}
-	var hostPath string
-	for _, line := range strings.Split(shellOut(t, sb, "cat /proc/net/unix"), "\n") {
-		if f := strings.Fields(line); len(f) == 8 && strings.Contains(f[7], "sandboxkit-egress-") {
-			hostPath = f[7]
+	// The handoff socket is in use (the host's end of the agent's
+	// connection shows in the container's /proc/net/unix, under the
+	// listener's name), and that name says nothing about the host: bound
+	// by its path it was the host's temporary directory.
+	inUse := false
+	netUnix := shellOut(t, sb, "cat /proc/net/unix")
+	for _, line := range strings.Split(netUnix, "\n") {
+		if f := strings.Fields(line); len(f) == 8 && strings.HasPrefix(f[7], "/proc/self/fd/") {
+			inUse = true
 		}
 	}
-	if hostPath == "" {
-		t.Fatal("no handoff socket in use: the agent carries the connections over the attach stream")
+	if strings.Contains(netUnix, "sandboxkit-egress-") || strings.Contains(netUnix, os.TempDir()+"/") {
+		t.Errorf("the container's /proc/net/unix names a host path:\n%s", netUnix)
+	}
+	if !inUse {
+		t.Fatalf("no handoff socket in use: the agent carries the connections over the attach stream\n%s", netUnix)
 	}
 	sb.Close()
-	if _, err := os.Stat(filepath.Dir(hostPath)); !os.IsNotExist(err) {
-		t.Errorf("the handoff socket's directory %s is left on the host after Close: %v", filepath.Dir(hostPath), err)
+	for dir := range handoffDirs(t) {
+		if !before[dir] {
+			t.Errorf("the handoff socket's directory %s is left on the host after Close", dir)
+		}
 	}
+}
+
+// handoffDirs lists the docker backend's handoff socket directories in
+// the host's temporary directory.
+func handoffDirs(t *testing.T) map[string]bool {
+	t.Helper()
+	m, err := filepath.Glob(filepath.Join(os.TempDir(), "sandboxkit-egress-*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for _, d := range m {
+		out[d] = true
+	}
+	return out
 }
 
 // shellOut runs a shell command in sb and returns its output.

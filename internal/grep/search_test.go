@@ -9,12 +9,14 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -126,20 +128,27 @@ func TestSearchAgreesWithReference(t *testing.T) {
 	for _, root := range roots {
 		fsys := os.DirFS(root).(fs.ReadDirFS)
 		for _, p := range patterns {
+			hfs := &handleFS{ReadDirFS: fsys}
+			searched := map[fs.ReadDirFS]string{fsys: "by path", hfs: "through directory handles"}
 			m, err := Compile(p, false)
 			if err != nil {
 				t.Fatal(err)
 			}
 			want := reference(t, fsys, ".", regexp.MustCompile("(?m)"+p), 100)
-			for _, workers := range []int{1, 2, 8} {
-				got, err := Search(t.Context(), fsys, ".", m, Options{Workers: workers, MaxLineBytes: 100})
-				if err != nil {
-					t.Fatal(err)
+			for sfs, how := range searched {
+				for _, workers := range []int{1, 2, 8} {
+					got, err := Search(t.Context(), sfs, ".", m, Options{Workers: workers, MaxLineBytes: 100})
+					if err != nil {
+						t.Fatal(err)
+					}
+					if !reflect.DeepEqual(got, want) {
+						t.Fatalf("%s: Search(%q) %s with %d workers:\n got %d matches, %d files, %d binary: %+v\nwant %d matches, %d files, %d binary: %+v",
+							root, p, how, workers, len(got.Matches), got.Files, got.SkippedBinary, head(got.Matches), len(want.Matches), want.Files, want.SkippedBinary, head(want.Matches))
+					}
 				}
-				if !reflect.DeepEqual(got, want) {
-					t.Fatalf("%s: Search(%q) with %d workers:\n got %d matches, %d files, %d binary: %+v\nwant %d matches, %d files, %d binary: %+v",
-						root, p, workers, len(got.Matches), got.Files, got.SkippedBinary, head(got.Matches), len(want.Matches), want.Files, want.SkippedBinary, head(want.Matches))
-				}
+			}
+			if hfs.opened.Load() == 0 || hfs.open.Load() != 0 {
+				t.Fatalf("%s: Search(%q) opened %d files through directory handles and left %d handles open; want some, and none left", root, p, hfs.opened.Load(), hfs.open.Load())
 			}
 		}
 	}
@@ -393,6 +402,105 @@ func TestSearchReadsFilesWhole(t *testing.T) {
 			if !reflect.DeepEqual(got.Matches, want) || got.Files != len(sizes) {
 				t.Fatalf("%T, MaxFileSize %d: %d files, matches %+v; want %d files, %+v", fsys, limit, got.Files, got.Matches, len(sizes), want)
 			}
+		}
+	}
+}
+
+// handleFS is a DirFS over an fs.ReadDirFS: its directory handles open
+// files by path, and it counts the handles open (and the most at once)
+// and the files opened through them; onOpen, when set, is called before
+// each such open.
+type handleFS struct {
+	fs.ReadDirFS
+	open, most, opened atomic.Int32
+	onOpen             func()
+}
+
+func (h *handleFS) ReadDirHandle(name string) ([]fs.DirEntry, DirHandle, error) {
+	ents, err := h.ReadDir(name)
+	if n := h.open.Add(1); n > h.most.Load() {
+		h.most.Store(n) // the walk opens handles one at a time
+	}
+	return ents, &countedDir{fs: h, dir: name}, err
+}
+
+type countedDir struct {
+	fs     *handleFS
+	dir    string
+	closed atomic.Bool
+}
+
+func (d *countedDir) Open(name string) (fs.File, error) {
+	if d.closed.Load() {
+		return nil, errors.New("open through a closed directory handle")
+	}
+	if d.fs.onOpen != nil {
+		d.fs.onOpen()
+	}
+	d.fs.opened.Add(1)
+	return d.fs.ReadDirFS.Open(path.Join(d.dir, name))
+}
+
+func (d *countedDir) Close() error {
+	if d.closed.Swap(true) {
+		panic("directory handle closed twice")
+	}
+	d.fs.open.Add(-1)
+	return nil
+}
+
+// Directory handles are all closed when a search returns — finished,
+// stopped at MaxResults, or cancelled while files wait for workers — and
+// a deep tree never holds more than maxDirHandles: each level's last file
+// sorts after its subdirectory, so the walk holds every level's handle on
+// its way down; past the bound files are opened by path and still found.
+func TestSearchClosesDirHandles(t *testing.T) {
+	dir := t.TempDir()
+	const depth = 100
+	p := dir
+	for range depth {
+		p = filepath.Join(p, "d")
+		if err := os.Mkdir(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range []string{"a.txt", "z.txt"} {
+			if err := os.WriteFile(filepath.Join(filepath.Dir(p), name), []byte("needle\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	m, err := Compile("needle", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, workers := range []int{1, 4} {
+		hfs := &handleFS{ReadDirFS: os.DirFS(dir).(fs.ReadDirFS)}
+		got, err := Search(t.Context(), hfs, ".", m, Options{Workers: workers})
+		if err != nil || len(got.Matches) != 2*depth || got.Matches[2*depth-1].Path != "z.txt" {
+			t.Fatalf("%d workers: %d matches, last %+v, %v; want %d, the last in z.txt", workers, len(got.Matches), got.Matches[len(got.Matches)-1], err, 2*depth)
+		}
+		if hfs.open.Load() != 0 || hfs.most.Load() > maxDirHandles || hfs.opened.Load() == 0 {
+			t.Fatalf("%d workers: %d handles left open, %d at most, %d files opened through one; want 0, at most %d, some",
+				workers, hfs.open.Load(), hfs.most.Load(), hfs.opened.Load(), maxDirHandles)
+		}
+
+		got, err = Search(t.Context(), hfs, ".", m, Options{Workers: workers, MaxResults: 7})
+		if err != nil || !got.Truncated || len(got.Matches) != 7 || hfs.open.Load() != 0 {
+			t.Fatalf("%d workers, MaxResults 7: %d matches, truncated %v, %v, %d handles left open; want 7, truncated, none open",
+				workers, len(got.Matches), got.Truncated, err, hfs.open.Load())
+		}
+
+		ctx, cancel := context.WithCancel(t.Context())
+		hfs.opened.Store(0)
+		hfs.onOpen = func() {
+			if hfs.opened.Load() == 20 {
+				cancel()
+			}
+		}
+		_, err = Search(ctx, hfs, ".", m, Options{Workers: workers})
+		cancel()
+		if !errors.Is(err, context.Canceled) || hfs.open.Load() != 0 {
+			t.Fatalf("%d workers, cancelled after 20 files: %v, %d handles left open; want context.Canceled, none open", workers, err, hfs.open.Load())
 		}
 	}
 }

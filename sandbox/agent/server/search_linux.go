@@ -45,6 +45,15 @@ func searchClose(fd int) error {
 	return nil
 }
 
+// searchDup duplicates fd, close-on-exec.
+func searchDup(fd int) (int, error) {
+	r, _, e := unix.RawSyscall(unix.SYS_FCNTL, uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+	if e != 0 {
+		return -1, e
+	}
+	return int(r), nil
+}
+
 func searchFstat(fd int, st *unix.Stat_t) error {
 	if _, _, e := unix.RawSyscall(unix.SYS_FSTAT, uintptr(fd), uintptr(unsafe.Pointer(st)), 0); e != 0 {
 		return e

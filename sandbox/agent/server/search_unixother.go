@@ -12,3 +12,5 @@ func searchRead(fd int, p []byte) (int, error) { return unix.Read(fd, p) }
 func searchClose(fd int) error { return unix.Close(fd) }
 
 func searchFstat(fd int, st *unix.Stat_t) error { return unix.Fstat(fd, st) }
+
+func searchDup(fd int) (int, error) { return unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0) }

@@ -52,6 +52,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sandboxkit/sandboxkit/internal/vfork"
 	"github.com/sandboxkit/sandboxkit/sandbox/agent/runner"
 )
 
@@ -187,22 +188,17 @@ func (c *child) fail(step int, e syscall.Errno) {
 	}
 }
 
-// rawVfork is clone(2) with flags (CLONE_VM|CLONE_VFORK among them) on the
-// caller's stack; ptid receives the pidfd with CLONE_PIDFD. It returns
-// twice: first in the child (pid 0), which must never return from the
-// function that called it, then, once the child has exec'd or exited, in
-// the caller (start_clone_amd64.s).
-func rawVfork(flags, ptid uintptr) (pid uintptr, errno uintptr)
-
-// forkChild clones and runs c in the child; it returns in the parent
-// only. It must not be inlined: the child's frames overwrite everything
-// below its own.
+// forkChild clones (vfork.Vfork: on this stack, the caller asleep until
+// the child has exec'd or exited; pidfd receives the child's pidfd with
+// CLONE_PIDFD) and runs c in the child; it returns in the parent only. It
+// must not be inlined: the child's frames overwrite everything below its
+// own.
 //
 //go:noinline
 //go:nosplit
 //go:norace
 func forkChild(c *child, flags uintptr, pidfd *int32) (pid uintptr, errno uintptr) {
-	pid, errno = rawVfork(flags, uintptr(unsafe.Pointer(pidfd)))
+	pid, errno = vfork.Vfork(flags, uintptr(unsafe.Pointer(pidfd)), 0)
 	if pid != 0 || errno != 0 {
 		return pid, errno
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sandboxkit/sandboxkit/internal/vfork"
 	"github.com/sandboxkit/sandboxkit/sandbox/driver"
 )
 
@@ -106,7 +107,7 @@ func TestLandlockTierReportsItsGaps(t *testing.T) {
 // close as it gets.
 func TestStagedLaunch(t *testing.T) {
 	vforkLaunch = false
-	t.Cleanup(func() { vforkLaunch = haveVfork })
+	t.Cleanup(func() { vforkLaunch = vfork.Available })
 	for _, tier := range []driver.Tier{driver.TierNamespace, driver.TierLandlock} {
 		t.Run(tier.String(), func(t *testing.T) {
 			requireTier(t, tier)

@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sandboxkit/sandboxkit/internal/vfork"
 	"github.com/sandboxkit/sandboxkit/sandbox/driver"
 )
 
@@ -64,7 +65,7 @@ func (h *Handle) Launch(req LaunchRequest) (*os.Process, error) {
 // vforkLaunch says Launch may take the vfork path; where the assembly is
 // missing (every architecture but amd64, e.g. arm64) it takes the staged
 // one, which TestStagedLaunch runs here by turning this off.
-var vforkLaunch = haveVfork
+var vforkLaunch = vfork.Available
 
 // launchStaged starts stage init, which calls Enter.
 func (h *Handle) launchStaged(req LaunchRequest) (*os.Process, error) {

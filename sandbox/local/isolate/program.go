@@ -7,6 +7,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sandboxkit/sandboxkit/internal/vfork"
 )
 
 // A program is the whole boundary as a flat list of system calls whose
@@ -73,7 +75,7 @@ const (
 	opSyscall = iota
 	opPatch
 	opHook
-	opVfork // rawVfork(args[0], args[1], exit the caller): the rest runs in the child
+	opVfork // vfork.Vfork(args[0], args[1], exit the caller): the rest runs in the child
 )
 
 const (
@@ -177,7 +179,7 @@ func (p *program) run(from int) (next int, hook bool, errno syscall.Errno) {
 			*op.patch = int32(p.slots[op.args[0]])
 			continue
 		case opVfork:
-			if _, e := rawVfork(op.args[0], op.args[1], 1); e != 0 {
+			if _, e := vfork.Vfork(op.args[0], op.args[1], 1); e != 0 {
 				return i, false, syscall.Errno(e)
 			}
 			continue
@@ -217,9 +219,9 @@ func (p *program) run(from int) (next int, hook bool, errno syscall.Errno) {
 func vforkRun(p *program, flags uintptr) (pid uintptr, errno syscall.Errno) {
 	var r1, e uintptr
 	if p.clone.flags != 0 {
-		r1, e = rawClone3(unsafe.Pointer(&p.clone), unsafe.Sizeof(p.clone))
+		r1, e = vfork.Clone3(unsafe.Pointer(&p.clone), unsafe.Sizeof(p.clone))
 	} else {
-		r1, e = rawVfork(flags|syscall.CLONE_VM|syscall.CLONE_VFORK, 0, 0)
+		r1, e = vfork.Vfork(flags|syscall.CLONE_VM|syscall.CLONE_VFORK, 0, 0)
 	}
 	if e != 0 || r1 != 0 {
 		// The caller must return at once: the child has used this frame.

@@ -1,6 +1,6 @@
 #include "textflag.h"
 
-// func rawVfork(flags, ptid, exitParent uintptr) (pid uintptr, errno uintptr)
+// func Vfork(flags, ptid, exitParent uintptr) (pid uintptr, errno uintptr)
 //
 // The return address is kept in R12 across clone: with CLONE_VM|
 // CLONE_VFORK the child runs on this very stack while the caller sleeps,
@@ -9,7 +9,7 @@
 // into R13 before the call for the same reason: the child may overwrite
 // the argument slots too. With exitParent set, the caller exits (status 0)
 // once woken instead of returning into a frame the child has used.
-TEXT ·rawVfork(SB),NOSPLIT|NOFRAME,$0-40
+TEXT ·Vfork(SB),NOSPLIT|NOFRAME,$0-40
 	MOVQ	flags+0(FP), DI
 	MOVQ	$0, SI
 	MOVQ	ptid+8(FP), DX
@@ -41,13 +41,13 @@ done:
 	MOVQ	$0, errno+32(FP)
 	RET
 
-// func rawClone3(args unsafe.Pointer, size uintptr) (pid uintptr, errno uintptr)
+// func Clone3(args unsafe.Pointer, size uintptr) (pid uintptr, errno uintptr)
 //
 // clone3(2) for a vfork-style child (CLONE_VM|CLONE_VFORK in args, no
 // stack: the child runs on this stack while the caller sleeps), with the
-// same care for the return address as rawVfork. The kernel copies *args
+// same care for the return address as Vfork. The kernel copies *args
 // before the child exists.
-TEXT ·rawClone3(SB),NOSPLIT|NOFRAME,$0-32
+TEXT ·Clone3(SB),NOSPLIT|NOFRAME,$0-32
 	MOVQ	args+0(FP), DI
 	MOVQ	size+8(FP), SI
 	MOVQ	$435, AX	// SYS_clone3

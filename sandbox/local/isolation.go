@@ -5,6 +5,7 @@ package local
 import (
 	"errors"
 
+	"github.com/sandboxkit/sandboxkit/sandbox/agent/linuxrunner"
 	"github.com/sandboxkit/sandboxkit/sandbox/driver"
 	"github.com/sandboxkit/sandboxkit/sandbox/local/isolate"
 )
@@ -79,18 +80,21 @@ func (i *isoHost) cleanup()                          { _ = i.h.Cleanup() }
 func enterIsolation(cfg launchConfig, raw []byte) error { return isolate.Enter(cfg.Iso, raw) }
 
 // completeIsolation checks the boundary; processesReady is closed when the
-// agent may start processes (isolate.CompleteAsync), and spawn, when not
-// nil, is where it must start them (isolate.CommandSpawner, started by
-// RunStage before anything else).
-func completeIsolation(cfg launchConfig, spawner *isolate.CommandSpawner) (processesReady <-chan struct{}, spawn func(func() error) error, err error) {
+// agent may start processes (isolate.CompleteAsync), and cgroup, when not
+// nil, is the cgroup every command must be in before it runs (the
+// commands cgroup, taken by RunStage before anything else).
+func completeIsolation(cfg launchConfig, commands *isolate.CommandsCgroup) (processesReady <-chan struct{}, cgroup *linuxrunner.Cgroup, err error) {
 	if !cfg.Isolated {
 		return nil, nil, nil
 	}
 	if processesReady, err = isolate.CompleteAsync(cfg.Iso); err != nil {
 		return nil, nil, err
 	}
-	if spawn, err = spawner.Spawner(cfg.Iso); err != nil {
+	if err = commands.Check(cfg.Iso); err != nil {
 		return nil, nil, err
 	}
-	return processesReady, spawn, nil
+	if commands != nil {
+		cgroup = &linuxrunner.Cgroup{Tasks: commands.Tasks, Current: commands.Current, Max: commands.Max, Spawn: commands.Spawn}
+	}
+	return processesReady, cgroup, nil
 }

@@ -64,9 +64,9 @@ func RunStage() {
 }
 
 func runStage(stage string) int {
-	var spawner *isolate.CommandSpawner
+	var commands *isolate.CommandsCgroup
 	if stage == "agent" {
-		spawner = isolate.StartCommandSpawner()
+		commands = isolate.TakeCommandsCgroup()
 	}
 	cfgFile := os.NewFile(fdConfig, "sandboxkit-config")
 	// Non-blocking, so the stream is served by the runtime's poller instead
@@ -87,7 +87,7 @@ func runStage(stage string) int {
 		return failStage(conn, "decoding the launch configuration", err)
 	}
 	var processesReady <-chan struct{}
-	var spawn func(func() error) error
+	var cgroup *linuxrunner.Cgroup
 	switch stage {
 	case "init":
 		if cfg.Isolated {
@@ -104,7 +104,7 @@ func runStage(stage string) int {
 			return failStage(conn, "closing inherited descriptors", err)
 		}
 	case "agent":
-		if processesReady, spawn, err = completeIsolation(cfg, spawner); err != nil {
+		if processesReady, cgroup, err = completeIsolation(cfg, commands); err != nil {
 			return failStage(conn, "completing isolation", err)
 		}
 	default:
@@ -138,7 +138,7 @@ func runStage(stage string) int {
 	go func() {
 		// ServeProcess hardens the agent (undumpable again after the exec,
 		// no environment) before it reads a frame.
-		served <- server.ServeProcess(newStream(conn), server.ServeOptions{ProcessesReady: processesReady, Runner: linuxrunner.New(linuxrunner.Options{Spawn: spawn}), ScratchDir: scratch, Logf: func(format string, args ...any) {
+		served <- server.ServeProcess(newStream(conn), server.ServeOptions{ProcessesReady: processesReady, Runner: linuxrunner.New(linuxrunner.Options{Cgroup: cgroup}), ScratchDir: scratch, Logf: func(format string, args ...any) {
 			fmt.Fprintf(os.Stderr, "sandboxkit agent: "+format+"\n", args...)
 		}})
 	}()

@@ -26,10 +26,28 @@ import (
 
 // Options tunes a Runner.
 type Options struct {
+	// Cgroup, when set, is a cgroup every command must be in before it
+	// runs (the local backend's commands cgroup).
+	Cgroup *Cgroup
 	// Spawn, when set, runs every process start (the fork and exec of a
-	// command): a backend whose commands must be born on a particular
-	// thread (one in another cgroup) runs them there. An error from Spawn
-	// itself means the start did not run.
+	// command), for tests that hold a start. An error from Spawn itself
+	// means the start did not run.
+	Spawn func(start func() error) error
+}
+
+// Cgroup is a cgroup v1 pids cgroup that every command must join before it
+// runs, limited to Max tasks (isolate.CommandsCgroup).
+type Cgroup struct {
+	// Tasks is its "tasks" file, open for writing: writing "0" moves the
+	// writing thread. Current is its "pids.current", open for reading.
+	// Both must be close-on-exec. The runner's own clone (start_clone.go)
+	// has each command's child move itself before execve and refuse to
+	// run (EAGAIN, as a refused fork) if that puts the cgroup over Max.
+	Tasks, Current int
+	Max            int
+	// Spawn runs a start on a thread that has joined the cgroup, for a
+	// runner whose start runs nothing of ours in the child (os/exec:
+	// start_exec.go); the processes that thread forks are born there.
 	Spawn func(start func() error) error
 }
 
@@ -55,6 +73,7 @@ func (r *Runner) Begin() (end func()) {
 		// find and kill them (a setsid daemon leaves its process group).
 		_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 	}
+	quietExits()
 	stop := r.procs.startReaper()
 	return func() {
 		killDescendants(os.Getpid(), r.procs.reap)

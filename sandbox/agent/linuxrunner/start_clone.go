@@ -28,19 +28,30 @@ package linuxrunner
 //     end pollable and back, opened /dev/null per command, and read an
 //     exec-status pipe; here the child reports a failure in the memory it
 //     shares with the agent.
+//   - The clone runs on the thread that handles the request: the child
+//     joins the commands' pids cgroup itself (joinCgroup). Commands used
+//     to be forked by a thread of the agent parked in that cgroup
+//     (isolate's spawner), and each start cost a hand-off to it and back:
+//     two thread wake-ups, usually across CPUs, on the request's path.
 //
 // Measured on the 2-core test VM (BenchmarkWarmCommand, namespace tier,
 // chrt -f 50, the build before this file and this one alternated three
 // times, load 5): a warm `true` costs 1.27-1.30x a plain exec instead of
 // 1.39-1.46x (0.82-0.85 ms instead of 0.90-1.04, exec 0.64-0.71 ms); the
 // agent makes 12.5-13 context switches per command instead of 18-19 and
-// uses 300-350 µs of CPU instead of 430-580. What is left above the exec
-// is mostly the request's round trip (a Files.Stat in the same run: 0.09-
-// 0.11 ms, 0.14-0.17x of the exec by itself), then the hand-off to the
-// thread in the commands' cgroup (isolate.CommandSpawner: two thread
-// wake-ups) and the runtime's monitor thread, which the start's first
-// system call through os.File wakes (os.NewFile asks fcntl through the
-// runtime).
+// uses 300-350 µs of CPU instead of 430-580. Joining the cgroup in the
+// child instead of forking on the spawner thread, and SIGCHLD left at
+// SIG_DFL (quietExits), alternated with the build before them (chrt,
+// load 2-5, BenchmarkFloorCommandRun and BenchmarkCommandRunCost in
+// ./sandbox): 1.216-1.218x -> 1.162-1.182x a plain exec; per command the
+// agent makes 9.7-9.9 context switches instead of 13.2-13.5 and uses
+// 340-390 µs of CPU instead of 426-482. What is left above the exec is
+// mostly the request's round trip (a Files.Stat: 0.13-0.17x of the exec
+// by itself), then the runtime's monitor thread (sysmon), which the
+// first system call made through the runtime after the agent was idle
+// wakes (closing a command's output, an os.File, is one) and which then
+// polls every 20 µs while the agent works: 6-7 of the agent's context
+// switches per command, ~140 µs of its CPU.
 
 import (
 	"os"
@@ -65,6 +76,28 @@ import (
 // commands run, after each command's exit, and by kills (proc.go).
 const notifyExits = false
 
+// quietExits sets SIGCHLD to SIG_DFL in the agent, where nothing waits for
+// the signal (notifyExits is false): with the Go runtime's handler
+// installed, every command's exit (execve makes the child's exit signal
+// SIGCHLD) interrupted one of the agent's sleeping threads to run a
+// handler that drops it — a thread wake-up per command for nothing (seen
+// as futex = -ERESTARTSYS, rt_sigreturn on the idle thread in a trace of
+// a warm true). SIG_DFL, unlike SIG_IGN, keeps exit statuses for wait4:
+// the kernel discards a default-ignored signal when it is sent, before it
+// wakes anyone, and still leaves the zombie. Only the Go handler is
+// replaced; a disposition the process chose itself (SIG_IGN) is left.
+func quietExits() {
+	var old sigaction
+	if _, _, e := syscall.RawSyscall6(syscall.SYS_RT_SIGACTION, uintptr(syscall.SIGCHLD), 0, uintptr(unsafe.Pointer(&old)), 8, 0, 0); e != 0 {
+		return
+	}
+	if old.handler == 0 || old.handler == 1 { // SIG_DFL, SIG_IGN
+		return
+	}
+	var dfl sigaction // SIG_DFL
+	syscall.RawSyscall6(syscall.SYS_RT_SIGACTION, uintptr(syscall.SIGCHLD), uintptr(unsafe.Pointer(&dfl)), 0, 8, 0, 0)
+}
+
 // child is what the forked child does between clone and execve. Every
 // field is computed by the parent: the child runs on the parent's stack
 // with no runtime behind it (nosplit, no allocation, no Go calls but raw
@@ -72,6 +105,11 @@ const notifyExits = false
 type child struct {
 	path, dir  uintptr // NUL-terminated strings
 	argv, envv uintptr // NULL-terminated arrays of them
+	// cgTasks and cgCurrent are Options.Cgroup's files (-1 without
+	// one): the child joins that cgroup first (see joinCgroup).
+	cgTasks, cgCurrent int
+	cgMax              uint64
+	cgBuf              [24]byte // pids.current, read by the child
 	// stdio are the descriptors that become the child's 0, 1 and 2.
 	stdio [3]int
 	// setsid makes the child lead a new session (and with ctty take fd 0
@@ -109,6 +147,8 @@ type sigaction struct {
 // Steps a child can fail at (child.step); stepLimit+i is limits[i].
 const (
 	stepNone = iota
+	stepCgroup
+	stepCgroupFull
 	stepGroup
 	stepSignals
 	stepStdio
@@ -124,6 +164,9 @@ const (
 //go:norace
 func (c *child) run() {
 	var e syscall.Errno
+	if c.cgTasks >= 0 {
+		c.joinCgroup()
+	}
 	if c.setsid {
 		_, _, e = syscall.RawSyscall(syscall.SYS_SETSID, 0, 0, 0)
 	} else {
@@ -176,6 +219,55 @@ func (c *child) run() {
 	_, _, e = syscall.RawSyscall(syscall.SYS_EXECVE, c.path, c.argv, c.envv)
 	c.fail(stepExec, e)
 }
+
+// joinCgroup moves the child into Options.Cgroup before it can run
+// anything: a v1 cgroup's "tasks" moves the writing thread, which is the
+// whole child (one thread). It used to be born there instead, forked by a
+// thread of the agent that had joined the cgroup (isolate's spawner): every
+// start then cost a hand-off to that thread and back, two thread wake-ups
+// on the request's path. A move into a pids cgroup is never refused (the
+// controller charges it over the limit, unlike a fork, which it refuses
+// with EAGAIN at pids.max), so the child checks the count it made: above
+// Max it leaves with EAGAIN, the refused fork's error. Starts are
+// serialised (procTable.mu), so a start never counts another's child;
+// only the command's own processes and the ones that were there before
+// it. Without the check, a command started while a fork bomb held the
+// cgroup full would run one over the limit, and enough of them (jobs)
+// would eat the agent's reserve in the parent cgroup, whose limit they
+// count against too (TestStartsRefusedWhileTheCommandsCgroupIsFull).
+// The child is charged to the agent's cgroup from clone to the move: one
+// task of the agent's reserve, for microseconds.
+//
+//go:nosplit
+//go:norace
+func (c *child) joinCgroup() {
+	if _, _, e := syscall.RawSyscall(syscall.SYS_WRITE, uintptr(c.cgTasks), uintptr(unsafe.Pointer(&joinSelf[0])), 1); e != 0 {
+		c.fail(stepCgroup, e)
+	}
+	n, _, e := syscall.RawSyscall6(syscall.SYS_PREAD64, uintptr(c.cgCurrent), uintptr(unsafe.Pointer(&c.cgBuf[0])), uintptr(len(c.cgBuf)), 0, 0, 0)
+	if e != 0 {
+		c.fail(stepCgroup, e)
+	}
+	var cur uint64
+	digits := 0
+	for i := 0; i < int(n) && i < len(c.cgBuf); i++ {
+		b := c.cgBuf[i]
+		if b < '0' || b > '9' {
+			break
+		}
+		cur = cur*10 + uint64(b-'0')
+		digits++
+	}
+	if digits == 0 {
+		c.fail(stepCgroup, syscall.EINVAL)
+	}
+	if cur > c.cgMax {
+		c.fail(stepCgroupFull, syscall.EAGAIN)
+	}
+}
+
+// joinSelf is what a thread writes to a v1 cgroup's "tasks" to move itself.
+var joinSelf = [1]byte{'0'}
 
 // fail records where the child failed and exits.
 //
@@ -285,7 +377,10 @@ func cStrings(ss []string) ([]*byte, error) {
 // waits for its exit on its pidfd.
 func (r *Runner) Start(spec runner.Spec) (runner.Process, error) {
 	p := &proc{done: make(chan struct{})}
-	c := &child{step: stepNone}
+	c := &child{step: stepNone, cgTasks: -1, cgCurrent: -1}
+	if cg := r.opts.Cgroup; cg != nil {
+		c.cgTasks, c.cgCurrent, c.cgMax = cg.Tasks, cg.Current, uint64(max(cg.Max, 0))
+	}
 	var theirs []int     // the child's descriptors, closed once it started
 	var files []*os.File // the same, held as files (the pty's terminal)
 	closeTheirs := func() {
@@ -419,8 +514,14 @@ func (c *child) failure(spec runner.Spec) error {
 			return &runner.LimitError{Name: spec.Rlimits[i].Name, Err: c.errno}
 		}
 	}
-	if c.step == stepDir {
+	switch c.step {
+	case stepDir:
 		return &os.PathError{Op: "chdir", Path: spec.Dir, Err: c.errno}
+	case stepCgroupFull:
+		// What the clone reported when commands were born in the cgroup.
+		return os.NewSyscallError("clone", c.errno)
+	case stepCgroup:
+		return os.NewSyscallError("join the commands' cgroup", c.errno)
 	}
 	return &os.PathError{Op: "fork/exec", Path: spec.Path, Err: c.errno}
 }

@@ -26,6 +26,9 @@ import (
 // woken by it, is what sees them exit.
 const notifyExits = true
 
+// quietExits does nothing here: the reaper needs SIGCHLD (notifyExits).
+func quietExits() {}
+
 // Start starts spec's process in its own process group (or session, for a
 // pty), tagged (tags.go), with spec's rlimits, and registers it with the
 // reaper.
@@ -85,10 +88,16 @@ func (r *Runner) Start(spec runner.Spec) (runner.Process, error) {
 	t.mu.Lock() // hold off the reaper until p is registered
 	p.tag = t.tags.arm()
 	var err error
+	start := cmd.Start
+	if cg := r.opts.Cgroup; cg != nil {
+		// os/exec runs nothing of ours in the child: the command is
+		// forked by a thread in the cgroup.
+		start = func() error { return cg.Spawn(cmd.Start) }
+	}
 	if r.opts.Spawn != nil {
-		err = r.opts.Spawn(cmd.Start)
+		err = r.opts.Spawn(start)
 	} else {
-		err = cmd.Start()
+		err = start()
 	}
 	t.tags.disarm()
 	if err != nil {

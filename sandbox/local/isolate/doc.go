@@ -49,11 +49,12 @@
 //
 // Child, stage "agent": Complete checks that the boundary is in force and
 // makes the agent a child subreaper in the landlock tier. With a v1 pids
-// cgroup, CommandSpawner moves one thread of the agent into a child cgroup
-// limited to Limits.Pids, and every command is forked from it: a fork bomb
-// fills that child while the agent keeps AgentTaskReserve tasks of room in
-// the parent. Without one, Complete first makes the agent's threads while
-// the limit has room (the warm-up).
+// cgroup, every command joins a child cgroup limited to Limits.Pids
+// (CommandsCgroup: the command's forked child moves itself in before
+// execve, or it is forked by a thread of the agent that moved in): a fork
+// bomb fills that child while the agent keeps AgentTaskReserve tasks of
+// room in the parent. Without one, Complete first makes the agent's
+// threads while the limit has room (the warm-up).
 //
 // # Tiers
 //

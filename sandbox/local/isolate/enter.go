@@ -25,13 +25,23 @@ const (
 )
 
 // File descriptors of both stages: the configuration (read to EOF), the
-// agent's stream and, with Plan.CommandsCgroup, the tasks file of the
-// commands' pids cgroup (see CommandSpawner).
+// agent's stream and, with Plan.CommandsCgroup, the tasks file and the
+// pids.current of the commands' pids cgroup (see CommandsCgroup).
 const (
 	ConfigFD         = 3
 	StreamFD         = 4
 	CommandsCgroupFD = 5
+	CommandsPidsFD   = 6
 )
+
+// commandsCgroupFiles are the commands cgroup's files the agent gets, in
+// the order of CommandsCgroupFD and CommandsPidsFD: opened by the host,
+// since the agent may open neither (they are root's, and not in its mount
+// namespace).
+var commandsCgroupFiles = [2]struct {
+	name  string
+	flags int
+}{{"tasks", unix.O_WRONLY}, {"pids.current", unix.O_RDONLY}}
 
 // Enter builds the boundary described by spec (as returned by
 // Handle.Spec) around the calling process and execs /proc/self/exe as
@@ -104,8 +114,9 @@ const (
 // stageFDs are the descriptors a program moves into place before execve.
 type stageFDs struct {
 	config, stream, exe int
-	// commands is the commands cgroup's tasks file (Plan.CommandsCgroup).
-	commands int
+	// commands are the commands cgroup's files (Plan.CommandsCgroup; see
+	// commandsCgroupFiles), -1 without one.
+	commands [2]int
 	// stdin, stdout, stderr become fds 0-2 (vforked child only; -1 keeps
 	// the inherited one).
 	stdin, stdout, stderr int
@@ -185,11 +196,13 @@ func buildProgram(spec *Spec, fds stageFDs, argv []string) (*program, error) {
 	}
 	last := StreamFD
 	if spec.Plan.CommandsCgroup {
-		last = CommandsCgroupFD
-		if fds.inPlace {
-			p.sys("keep the commands cgroup fd", unix.SYS_FCNTL, CommandsCgroupFD, unix.F_SETFD, 0)
-		} else {
-			p.sys("dup the commands cgroup fd", unix.SYS_DUP3, uintptr(fds.commands), CommandsCgroupFD, 0)
+		for i, to := range []int{CommandsCgroupFD, CommandsPidsFD} {
+			last = to
+			if fds.inPlace {
+				p.sys("keep the commands cgroup fd", unix.SYS_FCNTL, uintptr(to), unix.F_SETFD, 0)
+			} else {
+				p.sys("dup the commands cgroup fd", unix.SYS_DUP3, uintptr(fds.commands[i]), uintptr(to), 0)
+			}
 		}
 	}
 	p.sys("close_range", unix.SYS_CLOSE_RANGE, uintptr(last+1), ^uintptr(0), unix.CLOSE_RANGE_CLOEXEC)
@@ -371,78 +384,105 @@ func landlockTierPolicy(spec *Spec) landlockPolicy {
 	return pol
 }
 
-// CommandSpawner is where every process start of the agent must run
-// where the sandbox has a commands cgroup (Plan.CommandsCgroup): one locked
-// thread of the agent moves itself into the commands' pids cgroup (a v1
-// cgroup moves single threads) through CommandsCgroupFD, and each start
-// runs on that thread, so commands are born in the cgroup limited to
-// Limits.Pids while the agent's other threads keep their reserve in the
-// parent.
-type CommandSpawner struct {
-	reqs    chan func()
-	joined  chan struct{}
-	joinErr error
+// CommandsCgroup is the commands' pids cgroup as the agent holds it,
+// where the sandbox has one (Plan.CommandsCgroup): a child of the
+// sandbox's v1 pids cgroup, limited to Limits.Pids, that every command
+// must be in before it runs, while the agent's own threads keep
+// AgentTaskReserve tasks of room in the parent (a fork bomb fills the
+// child, and the agent can still make the threads its runtime needs).
+//
+// A v1 cgroup moves single threads: writing "0" to Tasks moves the
+// writing thread only, and takes no RCU grace period (unlike a move of a
+// whole thread group through cgroup.procs: docs/isolation.md), ~4 µs
+// here. A command joins in one of two ways. A runner that runs code in
+// the forked child (linuxrunner's own clone) has the child move itself
+// before execve, and check Current against Max there: a move is never
+// refused by the pids controller, so without the check a command could
+// start, one over the limit, while a fork bomb holds it full (see
+// linuxrunner.Cgroup). Other runners (os/exec) start every command from
+// one thread of the agent that joined the cgroup (Spawn), so the clone
+// itself is refused at the limit; that costs each start a hand-off to
+// that thread and back, two thread wake-ups.
+type CommandsCgroup struct {
+	// Tasks is the cgroup's "tasks" file, open for writing, and Current
+	// its "pids.current", open for reading; both close-on-exec.
+	Tasks, Current int
+	// Max is the cgroup's pids.max (Limits.Pids), set by Check.
+	Max int
+
+	spawnOnce sync.Once
+	reqs      chan func()
+	joined    chan struct{}
+	joinErr   error
 }
 
-// StartCommandSpawner starts the spawner if the process was given
-// CommandsCgroupFD, and returns nil otherwise. Call it first thing in
-// stage agent: the move waits for an RCU grace period in the kernel
-// (milliseconds), so it runs in the background while the agent reads its
-// configuration and answers the handshake; the first start waits for it.
-func StartCommandSpawner() *CommandSpawner {
-	// Without a commands cgroup the descriptor number is free, and
+// TakeCommandsCgroup returns the commands' cgroup if the process was given
+// its files (CommandsCgroupFD, CommandsPidsFD), nil otherwise, and marks
+// them close-on-exec: no command may inherit them. Call it first thing in
+// stage agent, before anything can start a process.
+func TakeCommandsCgroup() *CommandsCgroup {
+	// Without a commands cgroup the descriptor numbers are free, and
 	// something that ran before (an init function, the runtime) may hold
-	// it: it counts only if it is that cgroup's tasks file.
-	var fs unix.Statfs_t
-	if err := unix.Fstatfs(CommandsCgroupFD, &fs); err != nil || fs.Type != unix.CGROUP_SUPER_MAGIC {
-		return nil
+	// them: they count only if they are that cgroup's files.
+	for i, fd := range []int{CommandsCgroupFD, CommandsPidsFD} {
+		var fs unix.Statfs_t
+		if err := unix.Fstatfs(fd, &fs); err != nil || fs.Type != unix.CGROUP_SUPER_MAGIC {
+			return nil
+		}
+		if name, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", fd)); err != nil || !strings.HasSuffix(name, "/"+commandsCgroup+"/"+commandsCgroupFiles[i].name) {
+			return nil
+		}
 	}
-	if name, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", CommandsCgroupFD)); err != nil || !strings.HasSuffix(name, "/"+commandsCgroup+"/tasks") {
-		return nil
+	for _, fd := range []int{CommandsCgroupFD, CommandsPidsFD} {
+		unix.CloseOnExec(fd)
 	}
-	s := &CommandSpawner{reqs: make(chan func()), joined: make(chan struct{})}
-	go func() {
-		runtime.LockOSThread() // never unlocked: this thread is in another cgroup
-		f := os.NewFile(CommandsCgroupFD, "commands-cgroup-tasks")
-		if _, err := f.Write([]byte("0")); err != nil {
-			s.joinErr = fmt.Errorf("isolate: join the commands' pids cgroup: %w", err)
-		}
-		f.Close()
-		close(s.joined)
-		if s.joinErr != nil {
-			return
-		}
-		for start := range s.reqs {
-			start()
-		}
-	}()
-	return s
+	return &CommandsCgroup{Tasks: CommandsCgroupFD, Current: CommandsPidsFD}
 }
 
-// Spawner checks s against spec (a sandbox with a commands cgroup must
-// have its spawner, one without must not) and returns the function every
-// process start must run through, nil where any thread may start
-// processes. If the move failed, every start fails with that error: no
-// command runs outside the limit.
-func (s *CommandSpawner) Spawner(spec Spec) (func(start func() error) error, error) {
+// Check checks c against spec (a sandbox with a commands cgroup must have
+// its files, one without must not) and sets Max.
+func (c *CommandsCgroup) Check(spec Spec) error {
 	want := spec.Plan != nil && spec.Plan.CommandsCgroup
 	switch {
-	case want && s == nil:
-		return nil, errors.New("isolate: the sandbox has a commands cgroup but the agent got no descriptor for it")
-	case !want && s != nil:
-		return nil, errors.New("isolate: the agent got a commands cgroup descriptor its sandbox does not have")
-	case s == nil:
-		return nil, nil
+	case want && c == nil:
+		return errors.New("isolate: the sandbox has a commands cgroup but the agent got no descriptors for it")
+	case !want && c != nil:
+		return errors.New("isolate: the agent got commands cgroup descriptors its sandbox does not have")
+	case c != nil:
+		c.Max = spec.Limits.Pids
 	}
-	return func(start func() error) error {
-		<-s.joined
-		if s.joinErr != nil {
-			return s.joinErr
-		}
-		done := make(chan error, 1)
-		s.reqs <- func() { done <- start() }
-		return <-done
-	}, nil
+	return nil
+}
+
+// Spawn runs start on a thread of the agent that has joined the cgroup
+// (made on first use, locked, never unlocked), so that the processes it
+// starts are born there. If the move failed, every start fails with that
+// error: no command runs outside the limit.
+func (c *CommandsCgroup) Spawn(start func() error) error {
+	c.spawnOnce.Do(func() {
+		c.reqs, c.joined = make(chan func()), make(chan struct{})
+		go func() {
+			runtime.LockOSThread() // never unlocked: this thread is in another cgroup
+			zero := []byte("0")
+			if _, err := unix.Write(c.Tasks, zero); err != nil {
+				c.joinErr = fmt.Errorf("isolate: join the commands' pids cgroup: %w", err)
+			}
+			close(c.joined)
+			if c.joinErr != nil {
+				return
+			}
+			for start := range c.reqs {
+				start()
+			}
+		}()
+	})
+	<-c.joined
+	if c.joinErr != nil {
+		return c.joinErr
+	}
+	done := make(chan error, 1)
+	c.reqs <- func() { done <- start() }
+	return <-done
 }
 
 // Complete runs at the start of stage agent, before it serves anything. It

@@ -93,12 +93,14 @@ func (h *Handle) launchStaged(req LaunchRequest) (*os.Process, error) {
 		Sys:   h.SysProcAttr(),
 	}
 	if h.spec.Plan.CommandsCgroup {
-		f, err := os.OpenFile(filepath.Join(h.cg.commands, "tasks"), os.O_WRONLY, 0)
-		if err != nil {
-			return nil, fmt.Errorf("isolate: open the commands cgroup: %w", err)
+		for _, cf := range commandsCgroupFiles {
+			f, err := os.OpenFile(filepath.Join(h.cg.commands, cf.name), cf.flags, 0)
+			if err != nil {
+				return nil, fmt.Errorf("isolate: open the commands cgroup: %w", err)
+			}
+			defer f.Close()
+			attr.Files = append(attr.Files, f)
 		}
-		defer f.Close()
-		attr.Files = append(attr.Files, f)
 	}
 	var proc *os.Process
 	OnLauncherThread(func() { proc, err = os.StartProcess(req.Exe, req.Args, attr) })
@@ -262,10 +264,12 @@ func (h *Handle) launchForkedVia(req LaunchRequest, into bool) (_ *os.Process, e
 	if fds.exe, err = high(exe, "exe"); err != nil {
 		return nil, err
 	}
-	fds.commands = -1
+	fds.commands = [2]int{-1, -1}
 	if h.spec.Plan.CommandsCgroup {
-		if fds.commands, err = openFD(filepath.Join(h.cg.commands, "tasks"), unix.O_WRONLY, "open the commands cgroup"); err != nil {
-			return nil, err
+		for i, cf := range commandsCgroupFiles {
+			if fds.commands[i], err = openFD(filepath.Join(h.cg.commands, cf.name), cf.flags, "open the commands cgroup"); err != nil {
+				return nil, err
+			}
 		}
 	}
 	var errP [2]int

@@ -53,7 +53,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "enter:", err)
 		os.Exit(100)
 	case StageAgent:
-		spawner = StartCommandSpawner()
+		commands = TakeCommandsCgroup()
 		var cfg testConfig
 		readConfig(&cfg)
 		os.Exit(agentStage(cfg))
@@ -78,9 +78,9 @@ func readConfig(cfg *testConfig) []byte {
 	return raw
 }
 
-// spawner is the stage agent's commands-cgroup spawner (started first
-// thing in TestMain, as the real agent does).
-var spawner *CommandSpawner
+// commands is the stage agent's commands cgroup (taken first thing in
+// TestMain, as the real agent does).
+var commands *CommandsCgroup
 
 // agentStage stands in for the agent: Complete, then the probe as the
 // only child of this PID 1, which reaps every orphan until the probe ends.
@@ -99,16 +99,18 @@ func agentStage(cfg testConfig) int {
 	}
 	env := []string{"PATH=/usr/local/bin:/usr/bin:/bin", "TMPDIR=" + tmp, "HOME=" + dir, "LANG=C"}
 	argv := WrapCommand(cfg.Spec, []string{"/bin/sh", "-c", cfg.Probe})
-	spawn, err := spawner.Spawner(cfg.Spec)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "spawner:", err)
+	if err := commands.Check(cfg.Spec); err != nil {
+		fmt.Fprintln(os.Stderr, "commands cgroup:", err)
 		return 101
 	}
-	if spawn == nil {
-		spawn = func(f func() error) error { return f() }
+	// syscall.ForkExec runs nothing of ours in the child: start it from
+	// the thread in the commands cgroup.
+	spawn := func(f func() error) error { return f() }
+	if commands != nil {
+		spawn = commands.Spawn
 	}
 	var pid int
-	err = spawn(func() (err error) {
+	err := spawn(func() (err error) {
 		pid, err = syscall.ForkExec(argv[0], argv, &syscall.ProcAttr{
 			Dir: dir, Env: env, Files: []uintptr{0, 1, 2}})
 		return err

@@ -66,11 +66,12 @@ type Plan struct {
 	// limit of the sandbox, so it is not applied and pids are reported as
 	// not enforced unless a pids cgroup enforces them.
 	NprocShared bool `json:"nproc_shared,omitempty"`
-	// CommandsCgroup says the agent gets CommandsCgroupFD, the tasks file
-	// of a child pids cgroup limited to Limits.Pids, and forks every
-	// command from a thread that joined it: a fork bomb fills that child
-	// while the agent keeps AgentTaskReserve tasks of room in the parent,
-	// so it needs no thread warm-up.
+	// CommandsCgroup says the agent gets CommandsCgroupFD and
+	// CommandsPidsFD, the tasks file and pids.current of a child pids
+	// cgroup limited to Limits.Pids, which every command joins before it
+	// runs (CommandsCgroup): a fork bomb fills that child while the agent
+	// keeps AgentTaskReserve tasks of room in the parent, so it needs no
+	// thread warm-up.
 	CommandsCgroup bool `json:"commands_cgroup,omitempty"`
 }
 

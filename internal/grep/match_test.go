@@ -3,9 +3,13 @@ package grep
 import (
 	"context"
 	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"reflect"
 	"regexp"
 	"regexp/syntax"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -323,5 +327,75 @@ func TestAutomatonGivesUpToRegexp(t *testing.T) {
 	want := perLine(regexp.MustCompile(`(?m)[ab]*a[ab]{20}b$`), text)
 	if got := matchedLines(t, m, text); !reflect.DeepEqual(got, want) || len(want) == 0 {
 		t.Fatalf("after giving up: %d lines, want %d", len(got), len(want))
+	}
+}
+
+// BenchmarkMatchGoSrcInMemory is the matcher alone (no file system) over
+// the Go source tree's text files held in memory: the part of a search
+// that is the engine's own work.
+//
+//	go test -run '^$' -bench MatchGoSrcInMemory ./internal/grep
+func BenchmarkMatchGoSrcInMemory(b *testing.B) {
+	const root = "/usr/local/go/src"
+	var texts [][]byte
+	size := 0
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		data, err := os.ReadFile(p)
+		if err == nil && !isBinary(data) {
+			texts, size = append(texts, data), size+len(data)
+		}
+		return err
+	})
+	if err != nil {
+		b.Skip("no Go source tree at", root, err)
+	}
+	for _, pattern := range []string{`func New[A-Z]\w*Reader`, `\w+Reader\(`, `(?i)newreader`, `TODO|FIXME`} {
+		b.Run(pattern, func(b *testing.B) {
+			m, err := Compile(pattern, false)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.SetBytes(int64(size))
+			for b.Loop() {
+				found := 0
+				for _, t := range texts {
+					_ = m.EachLine(context.Background(), t, func(int, int) bool { found++; return true })
+				}
+				if found == 0 {
+					b.Fatal("no match")
+				}
+			}
+		})
+	}
+}
+
+// A literal searched by a pair of its bytes (pair scanner) is found at
+// every offset of the text — at its start, at its very end, across the
+// vector steps' boundaries (32 and 64 bytes) — among decoys that hold one
+// byte of the pair, both at the wrong distance, or the pair without the
+// rest of the literal, and in overlapping repeats.
+func TestPairLiteralAtEveryOffset(t *testing.T) {
+	for _, pattern := range []string{`func New`, `func New\w*Reader`, `NNw`, `ab|Nw`} {
+		m, err := Compile(pattern, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ref := regexp.MustCompile("(?m)" + pattern)
+		for _, filler := range []string{"w", "N", "N w", "Nxw", "func Nxw", "NNNw"} {
+			for n := 0; n <= 140; n++ {
+				for _, lit := range []string{"func New", "func NewXReader", "NNw", "Nw"} {
+					text := strings.Repeat(filler, n/len(filler)+1)[:n] + lit
+					for _, tail := range []string{"", "\n", "w" + strings.Repeat(filler, 3)} {
+						s := text + tail
+						if got, want := matchedLines(t, m, s), perLine(ref, s); !slices.Equal(got, want) {
+							t.Fatalf("%q in %q: matched %q, want %q", pattern, s, got, want)
+						}
+					}
+				}
+			}
+		}
 	}
 }

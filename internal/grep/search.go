@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unicode/utf8"
 )
 
@@ -117,16 +118,17 @@ func Search(ctx context.Context, fsys fs.ReadDirFS, root string, m *Matcher, opt
 	if workers <= 0 {
 		workers = max(2, runtime.GOMAXPROCS(0))
 	}
-	files := make(chan []job, 8)
+	q := newBatchQueue(ctx)
+	defer q.release()
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			s.work(files)
+			s.work(q)
 		}()
 	}
-	s.files = files
+	s.files = q
 	walkErr := s.walkRoot(root)
 	if walkErr == nil || walkErr == errStop {
 		s.flush()
@@ -134,7 +136,7 @@ func Search(ctx context.Context, fsys fs.ReadDirFS, root string, m *Matcher, opt
 	for _, j := range s.batch { // not handed out: the walk stopped
 		j.dir.release()
 	}
-	close(files)
+	q.close()
 	wg.Wait()
 	if walkErr != nil && walkErr != errStop {
 		return nil, walkErr
@@ -187,7 +189,7 @@ type searcher struct {
 	fsys  fs.ReadDirFS
 	m     *Matcher
 	opt   Options
-	files chan<- []job
+	files *batchQueue
 	batch []job
 	rank  int
 	// stopped: the walk ended at MaxResults with files left.
@@ -332,13 +334,94 @@ func (s *searcher) flush() error {
 	if len(s.batch) == 0 {
 		return nil
 	}
-	select {
-	case s.files <- s.batch:
-	case <-s.ctx.Done():
+	if !s.files.push(s.batch) {
 		return errStop
 	}
 	s.batch = make([]job, 0, batchSize)
 	return nil
+}
+
+// batchQueue hands the walk's batches to the workers. Where a channel
+// woke the walk for every batch a worker took once it was full (the walk
+// is several times faster than the workers, so it was full most of the
+// time), the walk is woken only when the queue is half empty: the walk
+// fills it again in one go. Each wake-up of a parked goroutine is a wake-up
+// of an idle thread of the runtime, an OS context switch.
+type batchQueue struct {
+	mu      sync.Mutex
+	ready   sync.Cond // a batch is queued, or the queue is closed
+	room    sync.Cond // the queue is half empty, or the search stopped
+	batches [][]job
+	waiting int  // workers waiting in ready
+	full    bool // the walk waits in room
+	closed  bool
+	stopped bool        // the search's context ended
+	release func() bool // unregisters stop from the context
+}
+
+// queueMax is the most batches queued; the walk waits for queueMax/2.
+const queueMax = 8
+
+func newBatchQueue(ctx context.Context) *batchQueue {
+	q := &batchQueue{}
+	q.ready.L, q.room.L = &q.mu, &q.mu
+	q.release = context.AfterFunc(ctx, func() {
+		q.mu.Lock()
+		q.stopped = true
+		q.room.Broadcast()
+		q.mu.Unlock()
+	})
+	return q
+}
+
+// push queues b, waiting for room; false when the search stopped.
+func (q *batchQueue) push(b []job) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for len(q.batches) >= queueMax && !q.stopped {
+		q.full = true
+		q.room.Wait()
+	}
+	if q.stopped {
+		return false
+	}
+	q.batches = append(q.batches, b)
+	if q.waiting > 0 {
+		q.ready.Signal()
+	}
+	return true
+}
+
+// pop returns the next batch, waiting for one; false when the queue is
+// closed and empty.
+func (q *batchQueue) pop() ([]job, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for len(q.batches) == 0 && !q.closed {
+		q.waiting++
+		q.ready.Wait()
+		q.waiting--
+	}
+	if len(q.batches) == 0 {
+		return nil, false
+	}
+	b := q.batches[0]
+	q.batches[0] = nil
+	q.batches = q.batches[1:]
+	if q.full && len(q.batches) <= queueMax/2 {
+		q.full = false
+		q.room.Signal()
+	}
+	return b, true
+}
+
+// close says no more batches come: the workers end once the queue is
+// empty.
+func (q *batchQueue) close() {
+	q.mu.Lock()
+	q.closed = true
+	q.ready.Broadcast()
+	q.mu.Unlock()
 }
 
 // readBufs keeps the workers' read buffers from one search to the next: a
@@ -346,20 +429,74 @@ func (s *searcher) flush() error {
 // (9 MB allocated and zeroed per search of the Go tree, two or three
 // garbage collections each, and with them preemption signals to every
 // worker). A buffer grown past maxPooledBuf is left to the collector.
-var readBufs = sync.Pool{New: func() any { b := make([]byte, 0, 64<<10); return &b }}
+//
+// Not a sync.Pool: a pool drops everything it holds when GOMAXPROCS
+// changes, and the agent changes it for every search (widenProcs), so each
+// search allocated its buffers again (8 MB per search of the Go tree, and
+// a garbage collection with its stop-the-world phases in every search).
+// Nor held weakly: the collection that a search's other allocations start
+// freed them as often. They are kept until no search has used them for
+// keepReadBufs, as long as a pool would keep them in an idle agent (the
+// runtime collects at least every two minutes).
+var readBufs struct {
+	sync.Mutex
+	free  []*[]byte
+	timer *time.Timer // empties free after keepReadBufs unused
+}
 
-const maxPooledBuf = 4 << 20
+const (
+	maxPooledBuf = 4 << 20
+	keepReadBufs = time.Minute
+)
 
-func (s *searcher) work(files <-chan []job) {
-	bp := readBufs.Get().(*[]byte)
+func getReadBuf() *[]byte {
+	readBufs.Lock()
+	defer readBufs.Unlock()
+	if n := len(readBufs.free); n > 0 {
+		bp := readBufs.free[n-1]
+		readBufs.free[n-1] = nil
+		readBufs.free = readBufs.free[:n-1]
+		return bp
+	}
+	b := make([]byte, 0, 64<<10)
+	return &b
+}
+
+func putReadBuf(bp *[]byte) {
+	if cap(*bp) > maxPooledBuf {
+		return
+	}
+	*bp = (*bp)[:0]
+	readBufs.Lock()
+	defer readBufs.Unlock()
+	if len(readBufs.free) >= 64 {
+		return
+	}
+	readBufs.free = append(readBufs.free, bp)
+	if readBufs.timer == nil {
+		readBufs.timer = time.AfterFunc(keepReadBufs, func() {
+			readBufs.Lock()
+			clear(readBufs.free)
+			readBufs.free = readBufs.free[:0]
+			readBufs.Unlock()
+		})
+	} else {
+		readBufs.timer.Reset(keepReadBufs)
+	}
+}
+
+func (s *searcher) work(q *batchQueue) {
+	bp := getReadBuf()
 	buf := *bp
 	defer func() {
-		if cap(buf) <= maxPooledBuf {
-			*bp = buf[:0]
-			readBufs.Put(bp)
-		}
+		*bp = buf
+		putReadBuf(bp)
 	}()
-	for batch := range files {
+	for {
+		batch, ok := q.pop()
+		if !ok {
+			return
+		}
 		for i, j := range batch {
 			if s.ctx.Err() != nil {
 				for _, j := range batch[i:] {
@@ -384,7 +521,8 @@ func (s *searcher) work(files <-chan []job) {
 		// ~680 wake-ups (nanosleep) of the monitor per search of the Go
 		// tree, 40% of the agent's context switches. A batch takes well
 		// under a millisecond; yielding after each keeps the monitor
-		// asleep, and lets the walk run if it waits for a P.
+		// asleep, and lets the walk run if it waits for a P (a woken
+		// walk is queued on the P of the worker that woke it).
 		runtime.Gosched()
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -501,6 +502,76 @@ func TestSearchClosesDirHandles(t *testing.T) {
 		cancel()
 		if !errors.Is(err, context.Canceled) || hfs.open.Load() != 0 {
 			t.Fatalf("%d workers, cancelled after 20 files: %v, %d handles left open; want context.Canceled, none open", workers, err, hfs.open.Load())
+		}
+	}
+}
+
+// A search cancelled while its walk waits for the workers to make room
+// (one slow worker, thousands of files) returns the context's error
+// promptly and leaves no directory handle open.
+func TestSearchCancelledWhileTheWalkWaits(t *testing.T) {
+	dir := t.TempDir()
+	for i := range 2000 {
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("f%04d", i)), []byte("needle\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m, err := Compile("needle", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	hfs := &handleFS{ReadDirFS: os.DirFS(dir).(fs.ReadDirFS)}
+	hfs.onOpen = func() {
+		if hfs.opened.Load() == 5 {
+			time.Sleep(50 * time.Millisecond) // the walk fills the queue
+			cancel()
+		}
+	}
+	start := time.Now()
+	_, err = Search(ctx, hfs, ".", m, Options{Workers: 1})
+	if !errors.Is(err, context.Canceled) || hfs.open.Load() != 0 {
+		t.Fatalf("cancelled: %v, %d handles open; want context.Canceled, none", err, hfs.open.Load())
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("a search cancelled after 50 ms returned after %v", d)
+	}
+	if n := hfs.opened.Load(); n > 1000 {
+		t.Fatalf("%d files opened after the cancel at the 6th", n)
+	}
+}
+
+// The workers' read buffers are kept from one search to the next also
+// when GOMAXPROCS changes in between, as the agent changes it for every
+// search: a sync.Pool dropped them, and each search allocated its buffers
+// again (one grown to the largest file: 2 MB here).
+func TestReadBuffersOutliveGOMAXPROCSChanges(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "big"), bytes.Repeat([]byte("haystack\n"), 2<<20/9), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m, err := Compile("needle", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fsys := os.DirFS(dir).(fs.ReadDirFS)
+	search := func() {
+		if _, err := Search(t.Context(), fsys, ".", m, Options{Workers: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	search()
+	prev := runtime.GOMAXPROCS(0)
+	defer runtime.GOMAXPROCS(prev)
+	var before, after runtime.MemStats
+	for i := range 3 {
+		runtime.GOMAXPROCS(prev + 1 + i%2)
+		runtime.ReadMemStats(&before)
+		search()
+		runtime.ReadMemStats(&after)
+		if n := after.TotalAlloc - before.TotalAlloc; n > 1<<20 {
+			t.Fatalf("a search after a change of GOMAXPROCS allocated %d bytes: its read buffer again", n)
 		}
 	}
 }

@@ -307,6 +307,9 @@ func BenchmarkSearchGoSrc(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
+			if rg != "" {
+				agreeWithRipgrep(b, rg, fsys, root, m, c.pattern, c.fold)
+			}
 			var ours, theirs, oursCPU, theirsCPU []time.Duration
 			for b.Loop() {
 				t0, c0 := time.Now(), cpuTime()
@@ -341,6 +344,43 @@ func BenchmarkSearchGoSrc(b *testing.B) {
 		})
 	}
 }
+
+// agreeWithRipgrep fails the benchmark unless Search finds the lines
+// (path and line number) that ripgrep finds when it also reads hidden and
+// ignored files, as Search does: a faster search that finds fewer lines
+// would be no win. (Timed, ripgrep runs with its defaults: less work.)
+func agreeWithRipgrep(b *testing.B, rg string, fsys fs.ReadDirFS, root string, m *Matcher, pattern string, fold bool) {
+	args := []string{"-n", "--hidden", "--no-ignore", "--no-heading", "--with-filename"}
+	if fold {
+		args = append(args, "-i")
+	}
+	out, err := exec.Command(rg, append(args, pattern, root)...).Output()
+	if err != nil {
+		b.Fatalf("rg: %v", err)
+	}
+	var want, got []string
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.SplitN(line, ":", 3)
+		if len(f) < 3 {
+			b.Fatalf("rg printed %q", line)
+		}
+		want = append(want, strings.TrimPrefix(f[0], root+"/")+":"+f[1])
+	}
+	res, err := Search(context.Background(), fsys, ".", m, Options{MaxFileSize: 32 << 20, MaxLineBytes: 500})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, mt := range res.Matches {
+		got = append(got, mt.Path+":"+strconv.Itoa(mt.Line))
+	}
+	slices.Sort(want)
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		b.Fatalf("%q: Search found %d lines, ripgrep %d: %q... and %q...", pattern, len(got), len(want), head2(got), head2(want))
+	}
+}
+
+func head2(s []string) []string { return s[:min(len(s), 8)] }
 
 // eofReads is an fs.ReadDirFS whose files say io.EOF with their last
 // bytes, as the agent's do (a short read ends a regular file), where

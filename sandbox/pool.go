@@ -366,8 +366,9 @@ func (p *Pool) Get(ctx context.Context) (*Sandbox, error) {
 		}
 		if !ps.sb.alive() || ps.sb.exited(ctx) {
 			// Died or expired while it waited (its agent was killed, say):
-			// never hand out a dead sandbox; take the next.
-			ps.sb.Close()
+			// never hand out a dead sandbox; take the next. Its Close
+			// runs in the background: the caller need not wait for it.
+			p.discard(ps.sb)
 			if ctx.Err() != nil {
 				return nil, wrapErr(op, ctx.Err())
 			}
@@ -400,6 +401,23 @@ func (p *Pool) hold() bool {
 		p.nudge()
 	}
 	return true
+}
+
+// discard closes a sandbox Get will not hand out, in the background while
+// the pool is open (Close waits for it), or at once when it has closed.
+func (p *Pool) discard(sb *Sandbox) {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		sb.Close()
+		return
+	}
+	p.wg.Add(1)
+	p.mu.Unlock()
+	go func() {
+		defer p.wg.Done()
+		sb.Close()
+	}()
 }
 
 // wait is Get on an empty pool: it counts itself as waiting, which ends

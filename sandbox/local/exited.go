@@ -84,10 +84,18 @@ func (i *instance) Exited() bool {
 // Z or X), stopped (State T), or with a SIGKILL or SIGSTOP pending
 // (SigPnd, ShdPnd). An unreadable file counts as exited.
 func dying(pid int) bool {
+	gone, stopped := procStatus(pid)
+	return gone || stopped
+}
+
+// procStatus reads /proc/PID/status: gone is exited (State Z or X), a
+// SIGKILL pending, or no such live process; stopped is State T or a
+// SIGSTOP pending.
+func procStatus(pid int) (gone, stopped bool) {
 	var buf [4096]byte
 	fd, err := unix.Open("/proc/"+strconv.Itoa(pid)+"/status", unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return true
+		return true, false
 	}
 	n := 0
 	for n < len(buf) {
@@ -110,17 +118,19 @@ func dying(pid int) bool {
 		val = bytes.TrimSpace(val)
 		switch string(key) {
 		case "State":
-			if len(val) == 0 || val[0] == 'Z' || val[0] == 'X' || val[0] == 'x' || val[0] == 'T' {
-				return true
+			if len(val) == 0 || val[0] == 'Z' || val[0] == 'X' || val[0] == 'x' {
+				return true, false
 			}
+			stopped = stopped || val[0] == 'T'
 			seen++
 		case "SigPnd", "ShdPnd":
 			mask, err := strconv.ParseUint(string(val), 16, 64)
-			if err != nil || mask&(1<<(unix.SIGKILL-1)|1<<(unix.SIGSTOP-1)) != 0 {
-				return true
+			if err != nil || mask&(1<<(unix.SIGKILL-1)) != 0 {
+				return true, false
 			}
+			stopped = stopped || mask&(1<<(unix.SIGSTOP-1)) != 0
 			seen++
 		}
 	}
-	return seen < 3 // a status without the three lines: not a live process
+	return seen < 3, stopped // a status without the three lines: not a live process
 }

@@ -142,3 +142,32 @@ func TestHostSIGKILLLeavesNoSandboxProcess(t *testing.T) {
 		})
 	}
 }
+
+// TestCloseDoesNotWaitForAStoppedAgent: Close gives a running agent a
+// grace period (3 s) to end itself once its stream closes; a stopped one
+// (SIGSTOP) cannot, and Close used to wait the whole period before it
+// killed it — a Pool.Get that closes such a sandbox waited with it (found
+// in review: Get took 3.0 s). The bound is the grace period itself.
+func TestCloseDoesNotWaitForAStoppedAgent(t *testing.T) {
+	sb, err := sandbox.New(context.Background(), sandbox.AllowWeaker(sandbox.TierLandlock, sandbox.TierProcess))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(sb.Info().Extra["agent_pid"])
+	if err != nil {
+		sb.Close()
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		sb.Close()
+		t.Fatal(err)
+	}
+	start := time.Now()
+	sb.Close()
+	if d := time.Since(start); d >= 3*time.Second {
+		t.Errorf("Close of a sandbox whose agent is stopped took %v: it waited out the grace period for an agent that cannot end itself", d)
+	}
+	if err := syscall.Kill(pid, 0); err == nil {
+		t.Errorf("the stopped agent (pid %d) outlived Close", pid)
+	}
+}

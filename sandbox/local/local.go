@@ -379,9 +379,15 @@ func (i *instance) Close(ctx context.Context) error {
 		// original descriptor.
 		i.stream.Close()
 		i.conn.Close()
-		select {
-		case <-i.done:
-		case <-time.After(3 * time.Second):
+		// The agent ends itself when its stream closes; a stopped one
+		// (SIGSTOP) cannot, so waiting for it only made Close, and a
+		// Pool.Get that closes it, take the whole grace period (found in
+		// review: 3 s).
+		if _, stopped := procStatus(i.pid); !stopped {
+			select {
+			case <-i.done:
+			case <-time.After(3 * time.Second):
+			}
 		}
 		// Whatever the agent left behind (or all of it, if the agent was
 		// stuck) is killed from here.

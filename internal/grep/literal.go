@@ -12,8 +12,10 @@ import (
 // Literal prefilter: from the parsed pattern, sets of strings such that
 // every match holds one string of each set (ripgrep's idea of "inner
 // literals", as in RE2's and Russ Cox's codesearch analyses; the code is
-// ours). A set is searched with bytes.IndexByte on the rarest byte of each
-// of its strings and a comparison around each hit.
+// ours). Each string of a set is searched by its two rarest bytes at their
+// distance at once (indexPair: AVX2 where the CPU has it), or, folded or
+// one byte long, with bytes.IndexByte on its rarest byte, and a comparison
+// around each hit.
 //
 // What the prefilter must never do is drop a line the regexp would match,
 // so everything here may over-approximate (find more candidates), never

@@ -39,9 +39,10 @@ import (
 //
 // Why it is fast: most patterns hold literal text every match must contain
 // (`func New[A-Z]\w*Reader` holds "func New" and "Reader"; `(?i)todo|fixme`
-// one of two words in any case). The matcher finds those with a byte
-// search (bytes.IndexByte on the literal's rarest byte: SIMD, gigabytes per
-// second) over the whole buffer, and decides only a line that holds them;
+// one of two words in any case). The matcher finds those with a vector
+// byte search (the literal's two rarest bytes at their distance, or its
+// rarest byte: gigabytes per second) over the whole buffer, and decides
+// only a line that holds them;
 // a line that lacks one of the other literals is passed over (literal.go).
 // Lines are decided by a lazy DFA (dfa.go), one table load per byte, where
 // Go's regexp simulates an NFA at tens of megabytes per second; regexp

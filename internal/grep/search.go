@@ -43,8 +43,11 @@ type DirHandle interface {
 // the directory's last file, so a hostile tree (thousands of nested
 // directories) could otherwise hold a descriptor per level. Past the
 // bound, files are opened by path. Over the Go tree (8.7 files per
-// directory) 32 opened a quarter of the files by path, 64 one in thirty.
-const maxDirHandles = 64
+// directory) 32 opened a quarter of the files by path, 64 one in thirty;
+// 32 it is, because the descriptors come out of the agent's reserve for
+// file and search requests (fds.go: 288 of 1,024 in a local sandbox), and
+// a search that cannot open a file passes it over.
+const maxDirHandles = 32
 
 // Options tunes Search. The zero value searches every regular file with no
 // limit.

@@ -73,7 +73,7 @@ func (r *Runner) Begin() (end func()) {
 		// find and kill them (a setsid daemon leaves its process group).
 		_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 	}
-	quietExits()
+	quietSignals()
 	stop := r.procs.startReaper()
 	return func() {
 		killDescendants(os.Getpid(), r.procs.reap)

@@ -41,7 +41,7 @@ package linuxrunner
 // agent makes 12.5-13 context switches per command instead of 18-19 and
 // uses 300-350 µs of CPU instead of 430-580. Joining the cgroup in the
 // child instead of forking on the spawner thread, and SIGCHLD left at
-// SIG_DFL (quietExits), alternated with the build before them (chrt,
+// SIG_DFL (quietSignals), alternated with the build before them (chrt,
 // load 2-5, BenchmarkFloorCommandRun and BenchmarkCommandRunCost in
 // ./sandbox): 1.216-1.218x -> 1.162-1.182x a plain exec; per command the
 // agent makes 9.7-9.9 context switches instead of 13.2-13.5 and uses
@@ -76,27 +76,53 @@ import (
 // commands run, after each command's exit, and by kills (proc.go).
 const notifyExits = false
 
-// quietExits sets SIGCHLD to SIG_DFL in the agent, where nothing waits for
-// the signal (notifyExits is false): with the Go runtime's handler
-// installed, every command's exit (execve makes the child's exit signal
-// SIGCHLD) interrupted one of the agent's sleeping threads to run a
-// handler that drops it — a thread wake-up per command for nothing (seen
-// as futex = -ERESTARTSYS, rt_sigreturn on the idle thread in a trace of
-// a warm true). SIG_DFL, unlike SIG_IGN, keeps exit statuses for wait4:
-// the kernel discards a default-ignored signal when it is sent, before it
-// wakes anyone, and still leaves the zombie. Only the Go handler is
-// replaced; a disposition the process chose itself (SIG_IGN) is left.
-func quietExits() {
-	var old sigaction
-	if _, _, e := syscall.RawSyscall6(syscall.SYS_RT_SIGACTION, uintptr(syscall.SIGCHLD), 0, uintptr(unsafe.Pointer(&old)), 8, 0, 0); e != 0 {
-		return
+// quietSignals puts back the default disposition of signals whose Go
+// handler the agent does not need, so that nothing runs for them and the
+// forked child has fewer handlers to reset before execve (child.sigs):
+//
+//   - SIGCHLD, where nothing waits for it (notifyExits is false): with the
+//     Go runtime's handler installed, every command's exit (execve makes
+//     the child's exit signal SIGCHLD) interrupted one of the agent's
+//     sleeping threads to run a handler that drops it — a thread wake-up
+//     per command for nothing (futex = -ERESTARTSYS, rt_sigreturn on the
+//     idle thread in a trace of a warm true). SIG_DFL, unlike SIG_IGN,
+//     keeps exit statuses for wait4: the kernel discards a
+//     default-ignored signal when it is sent, before it wakes anyone, and
+//     still leaves the zombie.
+//   - The real-time signals above SIGRTMIN+1, which the runtime catches
+//     and ignores (it uses none of them; glibc uses SIGRTMIN and
+//     SIGRTMIN+1, and so does the runtime for its per-thread system
+//     calls, so those keep their handlers). Each handled signal cost the
+//     child of every command one rt_sigaction before execve (it must not
+//     run a Go handler there: it shares the agent's memory): 54 of its 63
+//     system calls, 0.2-0.35 µs each here. The default action of these
+//     is to end the process; the agent is PID 1 of its PID namespace on
+//     the namespace tier, where the kernel drops such signals from inside
+//     the sandbox, and on the other tiers a command can end the agent
+//     anyway (it runs as the agent's uid).
+//
+// Only a Go handler is replaced; a disposition the process chose itself
+// (SIG_IGN, SIG_DFL) is left.
+func quietSignals() {
+	sigs := []uintptr{uintptr(syscall.SIGCHLD)}
+	for sig := uintptr(sigRTMin + 2); sig <= 64; sig++ {
+		sigs = append(sigs, sig)
 	}
-	if old.handler == 0 || old.handler == 1 { // SIG_DFL, SIG_IGN
-		return
+	for _, sig := range sigs {
+		var old sigaction
+		if _, _, e := syscall.RawSyscall6(syscall.SYS_RT_SIGACTION, sig, 0, uintptr(unsafe.Pointer(&old)), 8, 0, 0); e != 0 {
+			continue
+		}
+		if old.handler == 0 || old.handler == 1 { // SIG_DFL, SIG_IGN
+			continue
+		}
+		var dfl sigaction // SIG_DFL
+		syscall.RawSyscall6(syscall.SYS_RT_SIGACTION, sig, uintptr(unsafe.Pointer(&dfl)), 0, 8, 0, 0)
 	}
-	var dfl sigaction // SIG_DFL
-	syscall.RawSyscall6(syscall.SYS_RT_SIGACTION, uintptr(syscall.SIGCHLD), uintptr(unsafe.Pointer(&dfl)), 0, 8, 0, 0)
 }
+
+// sigRTMin is the kernel's first real-time signal.
+const sigRTMin = 32
 
 // child is what the forked child does between clone and execve. Every
 // field is computed by the parent: the child runs on the parent's stack

@@ -26,8 +26,9 @@ import (
 // woken by it, is what sees them exit.
 const notifyExits = true
 
-// quietExits does nothing here: the reaper needs SIGCHLD (notifyExits).
-func quietExits() {}
+// quietSignals does nothing here: the reaper needs SIGCHLD (notifyExits),
+// and os/exec's child resets the handlers itself.
+func quietSignals() {}
 
 // Start starts spec's process in its own process group (or session, for a
 // pty), tagged (tags.go), with spec's rlimits, and registers it with the

@@ -201,3 +201,46 @@ func TestOrphansAreReapedWhileTheirCommandRuns(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestCommandsStartWithDefaultSignals: a command starts with no signal
+// blocked and none ignored that the agent's process did not ignore
+// itself, and its exit status still reaches the caller, although the
+// agent puts SIGCHLD and the high real-time signals back to SIG_DFL
+// (quietSignals) and its forked child resets only the signals the agent
+// still handles: SIG_IGN there would be inherited through execve (and on
+// SIGCHLD would drop exit statuses), a mask left blocked would be too.
+func TestCommandsStartWithDefaultSignals(t *testing.T) {
+	skipWithoutClone(t)
+	// What this process ignored before the runner began (a CI runner may
+	// have ignored some for it).
+	own := map[string]string{}
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(l, ":"); ok {
+			own[k] = strings.TrimSpace(v)
+		}
+	}
+	c, ws := agentWith(t, linuxrunner.Options{}, wire.Hello{})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var rep wire.ExecReply
+	if err := c.Do(ctx, "exec", wire.ExecRequest{Args: []string{"sh", "-c", "grep -E '^Sig(Blk|Ign)' /proc/self/status > sig.txt; exit 7"}}, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.ExitCode != 7 {
+		t.Errorf("exit code %d, want 7", rep.ExitCode)
+	}
+	out, err := os.ReadFile(filepath.Join(ws, "sig.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := string(out)
+	for _, want := range []string{"SigBlk:\t0000000000000000", "SigIgn:\t" + own["SigIgn"]} {
+		if !strings.Contains(got, want+"\n") {
+			t.Errorf("the command's signal state:\n%s\nwant %q (the agent's own SigIgn: %s)", got, want, own["SigIgn"])
+		}
+	}
+}

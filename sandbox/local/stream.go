@@ -7,6 +7,7 @@ import (
 	"os"
 	"sync"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -351,6 +352,11 @@ func (s *stream) Close() error {
 	}
 	return nil
 }
+
+// SetReadDeadline sets the deadline of Read's wait for input: the agent
+// client interrupts a caller's blocked read with it (a cancelled call
+// whose agent does not answer).
+func (s *stream) SetReadDeadline(t time.Time) error { return s.in.SetReadDeadline(t) }
 
 // SyscallConn returns a RawConn of the socket, whose waits are the
 // stream's, for splice (syscall.Conn).

@@ -187,6 +187,64 @@ func ParseAck(p []byte) (int, error) {
 // NewFrameReader wraps r with a buffer sized for typical small frames.
 func NewFrameReader(r io.Reader) *bufio.Reader { return bufio.NewReaderSize(r, 64<<10) }
 
+// FrameReader reads frames as ReadFrame does, but resumably: a read that
+// fails part way (a deadline set to interrupt a blocked read, say) loses
+// nothing, and the next Next continues the same frame. The client's
+// reader role passes between goroutines, and one of them may be
+// interrupted while the next must find the stream intact.
+type FrameReader struct {
+	br      *bufio.Reader
+	f       Frame // the frame being read, its payload filled up to got
+	got     int
+	pending bool // f's header is consumed; its payload is being read
+}
+
+// NewResumableFrameReader returns a FrameReader of r (buffered as
+// NewFrameReader buffers).
+func NewResumableFrameReader(r io.Reader) *FrameReader {
+	return &FrameReader{br: NewFrameReader(r)}
+}
+
+// Next returns the next frame. An error other than a protocol error is
+// r's: after a temporary one (a deadline), Next may be called again.
+func (fr *FrameReader) Next() (Frame, error) {
+	if !fr.pending {
+		p, err := fr.br.Peek(HeaderSize)
+		if len(p) < HeaderSize {
+			if err == io.EOF && len(p) > 0 {
+				err = io.ErrUnexpectedEOF
+			}
+			return Frame{}, err
+		}
+		n := binary.BigEndian.Uint32(p[0:4])
+		f := Frame{ID: binary.BigEndian.Uint32(p[4:8]), Type: FrameType(p[8])}
+		if f.Type == 0 || f.Type > maxFrameType {
+			return Frame{}, fmt.Errorf("%w: unknown frame type %d", ErrProtocol, p[8])
+		}
+		if n > MaxPayload {
+			return Frame{}, fmt.Errorf("%w: frame of %d bytes exceeds the %d byte limit", ErrProtocol, n, MaxPayload)
+		}
+		fr.br.Discard(HeaderSize)
+		if n > 0 {
+			f.Payload = make([]byte, n)
+		}
+		fr.f, fr.got, fr.pending = f, 0, true
+	}
+	for fr.got < len(fr.f.Payload) {
+		m, err := fr.br.Read(fr.f.Payload[fr.got:])
+		fr.got += m
+		if err != nil {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return Frame{}, err
+		}
+	}
+	f := fr.f
+	fr.f, fr.pending = Frame{}, false
+	return f, nil
+}
+
 // ReplyPrefix starts the JSON of a successful Reply: the server writes one
 // as ReplyPrefix + result + "}", and the client cuts the result out of that
 // shape without scanning it (its consumer decodes, and so validates, it).

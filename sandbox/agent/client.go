@@ -304,8 +304,14 @@ const linger = 10 * time.Millisecond
 // 5,000 reads, old and new builds alternated 7 times, load 5-12): the
 // host's context switches 2.6-3.0 -> 1.02-1.07, its CPU time 23-52 µs
 // (median 31) -> 14-25 µs (median 22); the agent's unchanged. Wall time
-// at chrt -f 50 (BenchmarkFloorRead1KB, load 4-10): 2.9-3.3x -> 2.2-2.5x
-// the pipe floor.
+// at chrt -f 50 (BenchmarkFloorRead1KB, load 4-10): 77-82 -> 72-75 µs,
+// 2.9-3.3x -> 2.2-2.5x the pipe floor. What is left is mostly the Go
+// runtime's own round trip on this 2-core VM: a Go program sending 60
+// bytes to a Go child (GOMAXPROCS=1) over a socketpair and reading 1 KB
+// back, each side blocking in the poller, costs 36-39 µs wall and 26-29
+// µs CPU per side at chrt -f 50 (19-22 µs, 11-14 µs at normal priority);
+// with the reply handed over by a reader goroutine as before, 40-42 µs
+// (25-35 µs). The agent's file work and both sides' JSON come on top.
 func (c *Client) readLoop() {
 	defer c.readers.Done()
 	t := time.NewTimer(linger)

@@ -10,44 +10,38 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
+	"syscall"
 	"time"
 	"unicode/utf8"
 )
 
-// DirFS is an fs.ReadDirFS that can also hand out a directory it lists as
-// a handle to open the directory's files through. Search uses it when
-// the searched file system implements it: a file opened by its name in an
-// open directory costs the kernel the lookup of that one name, where a
-// path from the root costs one lookup per directory on the way.
-type DirFS interface {
-	fs.ReadDirFS
-	// ReadDirHandle lists the directory name as ReadDir does, and
-	// returns a handle to open its entries with (nil: none, the files
-	// are opened by path). The caller closes the handle.
-	ReadDirHandle(name string) ([]fs.DirEntry, DirHandle, error)
+// ErrResources is wrapped by the error Search returns when a file or
+// directory could not be opened or listed for want of a system resource
+// (descriptors: EMFILE, ENFILE; kernel memory: ENOMEM, ENOBUFS) even after
+// waiting for some to be given back. Such a file is not unreadable, only
+// not readable now: passing it over, as an unreadable file is, would
+// return a result that says it is complete and is not (found in review: a
+// sandbox at its lowest open-files limit lost half its matches that way).
+var ErrResources = errors.New("out of system resources")
+
+// lacksResources reports whether err is a shortage that passes (see
+// ErrResources), not a property of the file.
+func lacksResources(err error) bool {
+	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) ||
+		errors.Is(err, syscall.ENOMEM) || errors.Is(err, syscall.ENOBUFS)
 }
 
-// DirHandle opens the files of one directory of a DirFS.
-type DirHandle interface {
-	// Open opens the directory's entry name (a name ReadDirHandle
-	// listed, never a path) for reading, as the DirFS's Open would open
-	// the entry's path.
-	Open(name string) (fs.File, error)
-	Close() error
-}
-
-// maxDirHandles bounds the directory handles one search holds open: a
-// handle stays open while files of its directory wait for a worker (the
-// walk runs up to 8 batches ahead), and while the walk is below it before
-// the directory's last file, so a hostile tree (thousands of nested
-// directories) could otherwise hold a descriptor per level. Past the
-// bound, files are opened by path. Over the Go tree (8.7 files per
-// directory) 32 opened a quarter of the files by path, 64 one in thirty;
-// 32 it is, because the descriptors come out of the agent's reserve for
-// file and search requests (fds.go: 288 of 1,024 in a local sandbox), and
-// a search that cannot open a file passes it over.
-const maxDirHandles = 32
+// Retries after a shortage (lacksResources): the first after
+// firstRetryDelay, each after twice the one before, the last after
+// lastRetryDelay (about a quarter of a second in all). The search's own
+// workers give their descriptors back within a file's read (microseconds),
+// other requests of the agent within theirs; a shortage that outlasts the
+// retries is someone else's (a command holding the descriptors) and ends
+// the search with ErrResources.
+const (
+	firstRetryDelay = time.Millisecond
+	lastRetryDelay  = 128 * time.Millisecond
+)
 
 // Options tunes Search. The zero value searches every regular file with no
 // limit.
@@ -106,7 +100,10 @@ type Result struct {
 // lines that m matches. Symbolic links below the root are not followed (a
 // root that is one is, by fsys); confining paths is fsys's job. An error
 // reading the root is returned as it is; unreadable files and directories
-// below it are passed over. When ctx ends, Search returns what it counted
+// below it are passed over, except where the error is a shortage of
+// system resources that outlasts a few retries: then the search ends with
+// an error that wraps ErrResources (and the error) — a search never
+// passes over a file it could read. When ctx ends, Search returns what it counted
 // (Files) and ctx's error, after each worker has stopped inside the file
 // it was reading.
 //
@@ -116,7 +113,7 @@ type Result struct {
 func Search(ctx context.Context, fsys fs.ReadDirFS, root string, m *Matcher, opt Options) (*Result, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	s := &searcher{ctx: ctx, fsys: fsys, m: m, opt: opt, results: map[int]fileResult{}}
+	s := &searcher{ctx: ctx, cancel: cancel, fsys: fsys, m: m, opt: opt, results: map[int]fileResult{}}
 	workers := opt.Workers
 	if workers <= 0 {
 		workers = max(2, runtime.GOMAXPROCS(0))
@@ -136,13 +133,13 @@ func Search(ctx context.Context, fsys fs.ReadDirFS, root string, m *Matcher, opt
 	if walkErr == nil || walkErr == errStop {
 		s.flush()
 	}
-	for _, j := range s.batch { // not handed out: the walk stopped
-		j.dir.release()
-	}
 	q.close()
 	wg.Wait()
 	if walkErr != nil && walkErr != errStop {
 		return nil, walkErr
+	}
+	if s.failed != nil { // a worker's shortage (retryOpen)
+		return nil, s.failed
 	}
 	if err := ctx.Err(); err != nil {
 		return &Result{Files: s.scanned}, err
@@ -155,31 +152,6 @@ var errStop = errors.New("search stopped")
 type job struct {
 	rank int
 	path string
-	// name is the file's name in dir, when dir is not nil: it is opened
-	// through dir's handle.
-	name string
-	dir  *dirRef
-}
-
-// dirRef is a directory handle shared by the walk and the jobs of the
-// directory's files; the last to let go closes it.
-type dirRef struct {
-	h    DirHandle
-	refs atomic.Int32
-	open *atomic.Int32 // the search's count of open handles
-}
-
-func (d *dirRef) hold() *dirRef {
-	d.refs.Add(1)
-	return d
-}
-
-// release lets go of d; nil is a no-op.
-func (d *dirRef) release() {
-	if d != nil && d.refs.Add(-1) == 0 {
-		d.h.Close()
-		d.open.Add(-1)
-	}
 }
 
 type fileResult struct {
@@ -188,13 +160,14 @@ type fileResult struct {
 }
 
 type searcher struct {
-	ctx   context.Context
-	fsys  fs.ReadDirFS
-	m     *Matcher
-	opt   Options
-	files *batchQueue
-	batch []job
-	rank  int
+	ctx    context.Context
+	cancel context.CancelFunc // ends the search when a worker fails (failed)
+	fsys   fs.ReadDirFS
+	m      *Matcher
+	opt    Options
+	files  *batchQueue
+	batch  []job
+	rank   int
 	// stopped: the walk ended at MaxResults with files left.
 	stopped bool
 
@@ -202,18 +175,20 @@ type searcher struct {
 	results map[int]fileResult // by rank, files that matched
 	total   int                // matching lines in results
 	scanned int
-
-	handles atomic.Int32 // directory handles open (maxDirHandles)
+	failed  error // why a worker ended the search (ErrResources)
 }
 
 func (s *searcher) walkRoot(root string) error {
 	st, err := fs.Stat(s.fsys, root)
+	if err != nil && lacksResources(err) {
+		err = s.retry(root, func() (err error) { st, err = fs.Stat(s.fsys, root); return err })
+	}
 	if err != nil {
 		return err
 	}
 	if !st.IsDir() {
 		if st.Mode().IsRegular() {
-			return s.offer(root, path.Base(root), nil)
+			return s.offer(root, path.Base(root))
 		}
 		return nil
 	}
@@ -221,29 +196,28 @@ func (s *searcher) walkRoot(root string) error {
 }
 
 // walkDir hands out the files below dir in walk order.
+//
+// It holds no descriptor while it walks (a directory is listed and closed
+// before its entries are looked at): a walk that kept each directory open
+// to open its files through it (openat2 on one name instead of a path)
+// ran a sandbox at its lowest open-files limit out of descriptors (found
+// in review), for a saving its author measured within noise over the Go
+// tree, and measured again in review's fix: see the commit.
 func (s *searcher) walkDir(dir string, root bool) error {
-	ents, ref, err := s.readDir(dir)
-	// The walk holds the directory's handle until it has offered the
-	// last file in it, not through the subdirectories after that: only
-	// the files still to be opened keep a handle open.
-	defer func() { ref.release() }()
+	ents, err := s.fsys.ReadDir(dir)
+	if err != nil && lacksResources(err) {
+		err = s.retry(dir, func() (err error) { ents, err = s.fsys.ReadDir(dir); return err })
+		if errors.Is(err, ErrResources) {
+			return err
+		}
+	}
 	if err != nil && root {
 		return err
 	}
 	if !slices.IsSortedFunc(ents, byName) {
 		slices.SortFunc(ents, byName)
 	}
-	last := -1
-	for i, d := range ents {
-		if d.Type().IsRegular() {
-			last = i
-		}
-	}
-	if last < 0 {
-		ref.release()
-		ref = nil
-	}
-	for i, d := range ents {
+	for _, d := range ents {
 		if s.ctx.Err() != nil {
 			return errStop
 		}
@@ -264,41 +238,51 @@ func (s *searcher) walkDir(dir string, root bool) error {
 		if !d.Type().IsRegular() {
 			continue
 		}
-		if err := s.offer(p, name, ref); err != nil {
+		if err := s.offer(p, name); err != nil {
 			return err
-		}
-		if i == last {
-			ref.release()
-			ref = nil
 		}
 	}
 	return nil
 }
 
-// readDir lists dir, with a handle to open its files through when the
-// file system has them (DirFS) and fewer than maxDirHandles are open.
-func (s *searcher) readDir(dir string) ([]fs.DirEntry, *dirRef, error) {
-	dfs, ok := s.fsys.(DirFS)
-	if !ok || s.handles.Load() >= maxDirHandles {
-		ents, err := s.fsys.ReadDir(dir)
-		return ents, nil, err
+// retry calls op again after a shortage of resources (lacksResources)
+// until it succeeds, fails otherwise, or the shortage outlasts the
+// retries: then it returns an error that wraps ErrResources and op's
+// error. p names what op opens, for the error.
+func (s *searcher) retry(p string, op func() error) error {
+	var err error
+	for delay := firstRetryDelay; delay <= lastRetryDelay; delay *= 2 {
+		t := time.NewTimer(delay)
+		select {
+		case <-s.ctx.Done():
+			t.Stop()
+			return errStop
+		case <-t.C:
+		}
+		if err = op(); err == nil || !lacksResources(err) {
+			return err
+		}
 	}
-	ents, h, err := dfs.ReadDirHandle(dir)
-	if h == nil {
-		return ents, nil, err
-	}
-	s.handles.Add(1)
-	ref := &dirRef{h: h, open: &s.handles}
-	ref.refs.Store(1) // the walk's, until it has offered every file
-	return ents, ref, err
+	return &resourceError{path: p, err: err}
 }
+
+// resourceError is a shortage that outlasted the retries (ErrResources).
+type resourceError struct {
+	path string
+	err  error
+}
+
+func (e *resourceError) Error() string {
+	return "searching " + e.path + ": " + ErrResources.Error() + ": " + e.err.Error()
+}
+
+func (e *resourceError) Unwrap() []error { return []error{ErrResources, e.err} }
 
 func byName(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) }
 
-// offer hands the file p (named name in the directory dir, when dir is
-// not nil) to a worker, unless it is not selected or enough matches are
-// certain.
-func (s *searcher) offer(p, name string, dir *dirRef) error {
+// offer hands the file p (named name in its directory) to a worker,
+// unless it is not selected or enough matches are certain.
+func (s *searcher) offer(p, name string) error {
 	if s.opt.Select != nil && !s.opt.Select(p, name) {
 		return nil
 	}
@@ -315,9 +299,6 @@ func (s *searcher) offer(p, name string, dir *dirRef) error {
 		}
 	}
 	j := job{rank: s.rank, path: p}
-	if dir != nil {
-		j.name, j.dir = name, dir.hold()
-	}
 	s.batch = append(s.batch, j)
 	s.rank++
 	if len(s.batch) == batchSize {
@@ -500,11 +481,8 @@ func (s *searcher) work(q *batchQueue) {
 		if !ok {
 			return
 		}
-		for i, j := range batch {
+		for _, j := range batch {
 			if s.ctx.Err() != nil {
-				for _, j := range batch[i:] {
-					j.dir.release()
-				}
 				break
 			}
 			var res fileResult
@@ -534,13 +512,18 @@ func (s *searcher) work(q *batchQueue) {
 // back for the next file) and matches it.
 func (s *searcher) searchFile(j job, buf []byte) (fileResult, []byte) {
 	p := j.path
-	var f fs.File
-	var err error
-	if j.dir != nil {
-		f, err = j.dir.h.Open(j.name)
-		j.dir.release()
-	} else {
-		f, err = s.fsys.Open(p)
+	f, err := s.fsys.Open(p)
+	if err != nil && lacksResources(err) {
+		err = s.retry(p, func() (err error) { f, err = s.fsys.Open(p); return err })
+		if errors.Is(err, ErrResources) {
+			s.mu.Lock()
+			if s.failed == nil {
+				s.failed = err
+			}
+			s.mu.Unlock()
+			s.cancel()
+			return fileResult{}, buf
+		}
 	}
 	if err != nil {
 		return fileResult{}, buf

@@ -38,6 +38,7 @@ var fileTests = []contractTest{
 	{name: "SearchIsLinearOnHostilePatterns", run: testSearchHostilePatterns},
 	{name: "SearchMatchesWithinOneLine", run: testSearchWithinOneLine},
 	{name: "SearchStopsWhenTheCallerGivesUp", run: testSearchCancel},
+	{name: "SearchAtMinOpenFilesLosesNothing", run: testSearchAtMinOpenFiles},
 	// contract_writes.go
 	{name: "WritesThroughALinkAreAtomic", run: testWriteThroughLinkAtomic},
 	{name: "CopyInFromAFailingSourceKeepsTheOldFile", run: testCopyInFailingSource},

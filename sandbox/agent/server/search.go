@@ -5,7 +5,10 @@ import (
 	"errors"
 	"io/fs"
 	"path"
+	"runtime"
+	"strconv"
 	"strings"
+	"syscall"
 
 	"regexp/syntax"
 
@@ -44,6 +47,16 @@ func (w *workspace) search(ctx context.Context, a wire.FSSearchRequest) (any, *w
 	// P (see NarrowProcs): one worker per CPU.
 	workers, restore := widenProcs()
 	defer restore()
+	// Each worker holds a descriptor while it reads a file, out of the
+	// sandbox's open-files limit (RLIMIT_NOFILE, as low as 64): at most one
+	// per 16 of it, so that a 64-CPU host's 64 workers do not take a small
+	// limit's every descriptor. (The walk holds one more, while it lists
+	// a directory; a shortage that remains is waited out or reported,
+	// never passed over: grep.ErrResources.)
+	if workers <= 0 {
+		workers = max(2, runtime.GOMAXPROCS(0))
+	}
+	workers = min(workers, max(2, int(fdLimit()/16)))
 	res, err := grep.Search(ctx, searchFS{w}, rel, m, grep.Options{
 		Workers:      workers,
 		MaxResults:   limit,
@@ -67,8 +80,21 @@ func (w *workspace) search(ctx context.Context, a wire.FSSearchRequest) (any, *w
 		}
 		return nil, wire.Errorf(wire.CodeCanceled, "search %q cancelled after %d files", a.Pattern, scanned)
 	}
+	if errors.Is(err, grep.ErrResources) {
+		// Not the file's fault, and not to be passed over (the result
+		// would say it is complete): the caller can run the search again.
+		why := "too many open files in the sandbox (its open-files limit is " + strconv.FormatUint(fdLimit(), 10) + ")"
+		if !errors.Is(err, syscall.EMFILE) && !errors.Is(err, syscall.ENFILE) {
+			why = "the system is short of kernel memory"
+		}
+		return nil, wire.Errorf(wire.CodeBusy, "search %q could not open every file: %s; run the search again once fewer commands and background jobs run (stop those you no longer need), or create the sandbox with a higher open-files limit", a.Pattern, why)
+	}
 	if err != nil {
-		return nil, fsError(a.Path, err)
+		p := a.Path
+		if p == "" {
+			p = "." // the workspace, not an empty name in the message
+		}
+		return nil, fsError(p, err)
 	}
 	rep := wire.FSSearchReply{Matches: make([]wire.Match, len(res.Matches)), Files: res.Files, SkippedBinary: res.SkippedBinary, Truncated: res.Truncated}
 	for i, mt := range res.Matches {

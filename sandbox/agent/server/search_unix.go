@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/sandboxkit/sandboxkit/internal/grep"
 )
 
 // searchFS is the workspace as the search engine reads it (fs.ReadDirFS,
@@ -43,73 +41,6 @@ func (s searchFS) ReadDir(name string) ([]fs.DirEntry, error) {
 	}
 	return ents, nil
 }
-
-// ReadDirHandle lists the directory name and keeps a descriptor of it
-// (grep.DirFS), through which the engine opens the directory's files by
-// their names: openat2 then resolves one name, where a path from the
-// workspace root resolves every directory on it again. Measured in a
-// namespace sandbox over the Go tree (files 4-6 levels deep, perf): the
-// walk through the directories on the way (link_path_walk) fell from 3.4%
-// to 1.8% of the agent's CPU with a bound of 32 handles; what is left of
-// an open's lookup is mostly the file's own name (its dentry is cold), and
-// Landlock's check of the open (7-9%), which no way of opening avoids.
-//
-// Confinement is the same as a path's from the root: the directory was
-// opened beneath the root (openForSearch), a file is opened beneath the
-// directory (RESOLVE_BENEATH: no "..", no symbolic link, no absolute
-// path), and the directory cannot have left the workspace since: where the
-// workspace is a mount of its own (every isolating tier binds it), a
-// rename cannot cross it (EXDEV); where it is not (the process tier, which
-// isolates nothing), a directory a command renamed out holds only what it
-// held or what that command put in it, which the command could read
-// anyway. Where openat2 is missing there is no handle: files are opened by
-// path.
-func (s searchFS) ReadDirHandle(name string) ([]fs.DirEntry, grep.DirHandle, error) {
-	fd, err := s.w.openForSearch(name)
-	if err != nil {
-		return nil, nil, &fs.PathError{Op: "readdir", Path: name, Err: err}
-	}
-	var h grep.DirHandle
-	if s.w.rootFD >= 0 {
-		// readDirFD closes the descriptor it lists; the handle keeps a
-		// duplicate (close-on-exec: a command started meanwhile must not
-		// inherit it).
-		if dfd, err := searchDup(fd); err == nil {
-			h = &dirHandle{w: s.w, fd: dfd, dir: name}
-		}
-	}
-	ents, err := readDirFD(s.w, fd, name)
-	if err != nil {
-		return ents, h, &fs.PathError{Op: "readdir", Path: name, Err: err}
-	}
-	return ents, h, nil
-}
-
-// dirHandle is a directory open for search (ReadDirHandle).
-type dirHandle struct {
-	w   *workspace
-	fd  int
-	dir string
-}
-
-func (h *dirHandle) Open(name string) (fs.File, error) {
-	fd, err := openBeneath(h.fd, name)
-	switch err {
-	case nil:
-		return fdFile(fd), nil
-	case unix.ENOSYS, unix.EPERM, unix.ELOOP, unix.EXDEV, unix.EAGAIN:
-		// As openForSearch: a symbolic link swapped in since the walk
-		// listed a regular file, or openat2 refused, is opened by path.
-		p := name
-		if h.dir != "." {
-			p = h.dir + "/" + name
-		}
-		return searchFS{h.w}.Open(p)
-	}
-	return nil, &fs.PathError{Op: "open", Path: name, Err: err}
-}
-
-func (h *dirHandle) Close() error { return searchClose(h.fd) }
 
 // fdFile is a file opened for search: a bare descriptor, read with one
 // system call per Read (on Linux a raw one, see search_linux.go).

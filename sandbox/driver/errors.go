@@ -67,7 +67,7 @@ var codes = []CodeInfo{
 	{CodeClosed, "The sandbox was closed (by Close or its TTL).", "Create a new sandbox."},
 	{CodeDead, "The sandbox's agent or boundary died unexpectedly; every pending and later call fails.", "Create a new sandbox; check Info and the host's logs for the cause (OOM kill, killed container)."},
 	{CodePaused, "The sandbox is paused.", "Call Resume first."},
-	{CodeBusy, "A bash session is still running a command, or the sandbox already runs as many commands at once as its open-file limit leaves room for.", "Send input or keys to the session, wait for it, or interrupt it with Ctrl-C; or wait for running commands to finish (stop background jobs you no longer need) and run the command again."},
+	{CodeBusy, "A bash session is still running a command, or the sandbox already runs as many commands at once as its open-file limit leaves room for, or as many processes as its process limit allows.", "Send input or keys to the session, wait for it, or interrupt it with Ctrl-C; or wait for running commands to finish (stop background jobs and processes you no longer need) and run the command again."},
 	{CodeEnded, "A bash session or Python context has ended (exit, crash).", "Open a new session or restart the context."},
 	{CodeUnavailable, "A feature needs something the sandbox lacks (python3, bash).", "Install it in the image, or point the sandbox at it (WithPython)."},
 	{CodeUnsupported, "The backend does not implement an optional operation (Pause and Resume on a backend that cannot freeze its processes).", "Do without the operation, or use a backend that has it (local, docker and kubernetes pause)."},

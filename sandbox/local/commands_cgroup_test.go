@@ -5,6 +5,7 @@ package local_test
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -73,8 +74,8 @@ func TestStartsRefusedWhileTheCommandsCgroupIsFull(t *testing.T) {
 				}
 				if res, err := sb.Commands.Run(ctx, sandbox.Command{Args: []string{"true"}}); err == nil {
 					t.Errorf("run %d: a command ran while the commands cgroup was full: %+v", i, res)
-				} else if !strings.Contains(err.Error(), "resource temporarily unavailable") {
-					t.Errorf("run %d: refused with %q, want the refused fork's EAGAIN", i, err)
+				} else if sandbox.CodeOf(err) != sandbox.CodeBusy || !strings.Contains(err.Error(), "resource temporarily unavailable") || !strings.Contains(err.Error(), fmt.Sprintf("process limit (%d)", pids)) || !strings.Contains(err.Error(), "stop_background") {
+					t.Errorf("run %d: refused with %q, want SBX_BUSY naming the process limit (%d), the refused fork's EAGAIN, and what to do (stop_background)", i, err, pids)
 				} else if i == 0 {
 					t.Logf("refused as it should be: %v", err)
 				}

@@ -544,8 +544,10 @@ func (c *child) failure(spec runner.Spec) error {
 	case stepDir:
 		return &os.PathError{Op: "chdir", Path: spec.Dir, Err: c.errno}
 	case stepCgroupFull:
-		// What the clone reported when commands were born in the cgroup.
-		return os.NewSyscallError("clone", c.errno)
+		// The errno is what the clone reported when commands were born
+		// in the cgroup; the type says which limit it was (the model is
+		// told what to do about it, server/exec.go).
+		return &runner.ProcessLimitError{Max: int(c.cgMax), Err: os.NewSyscallError("clone", c.errno)}
 	case stepCgroup:
 		return os.NewSyscallError("join the commands' cgroup", c.errno)
 	}

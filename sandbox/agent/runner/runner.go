@@ -131,6 +131,23 @@ func (e *LimitError) Error() string { return fmt.Sprintf("cannot apply %s: %v", 
 // Unwrap returns the cause.
 func (e *LimitError) Unwrap() error { return e.Err }
 
+// ProcessLimitError is a Start refused because the sandbox's commands
+// already run as many processes as its process limit allows (Limits.Pids):
+// the process does not run. Err is the refusal as the kernel would report
+// a refused fork (EAGAIN), so errors.Is(err, syscall.EAGAIN) holds.
+type ProcessLimitError struct {
+	Max int // the limit; 0 when the runner does not know it
+	Err error
+}
+
+// Error names the limit and the cause.
+func (e *ProcessLimitError) Error() string {
+	return fmt.Sprintf("the process limit (%d) is reached: %v", e.Max, e.Err)
+}
+
+// Unwrap returns the cause.
+func (e *ProcessLimitError) Unwrap() error { return e.Err }
+
 // ErrUnsupported is returned by a runner for a Spec it cannot honour on
 // this platform (a pty, say).
 var ErrUnsupported = errors.New("not supported by this platform's process runner")

@@ -6,9 +6,11 @@ package server
 
 import (
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/sandboxkit/sandboxkit/sandbox/agent/runner"
@@ -92,6 +94,22 @@ func (s *server) startProcess(a wire.ExecRequest) (runner.Process, *wire.WireErr
 		var we *wire.WireError
 		if errors.As(err, &we) {
 			return nil, we // the runner's own coded refusal
+		}
+		// A refused start at the process limit: the child found the
+		// commands' cgroup full (linux/amd64), or the kernel refused the
+		// fork (EAGAIN, the os/exec start). Said in tool terms, with the
+		// way out: it used to read "cannot start "true": clone: resource
+		// temporarily unavailable" (found in review).
+		var pe *runner.ProcessLimitError
+		if errors.As(err, &pe) || errors.Is(err, syscall.EAGAIN) {
+			limit, cause := "its process limit", err
+			if pe != nil {
+				cause = pe.Err
+				if pe.Max > 0 {
+					limit = fmt.Sprintf("its process limit (%d)", pe.Max)
+				}
+			}
+			return nil, wire.Errorf(wire.CodeBusy, "cannot start %q: the sandbox already runs as many processes as %s allows; stop background jobs (stop_background) or processes you started that you no longer need, then run this again (%v)", a.Args[0], limit, cause)
 		}
 		var le *runner.LimitError
 		if errors.As(err, &le) {

@@ -184,8 +184,10 @@ func createCgroups(b cgroupBases, m cgroupMechanisms, id string, memBytes int64,
 			return fail(err)
 		}
 		if m.pids == "v1" {
-			// v1 moves single threads: the agent's spawning thread joins
-			// this child, and every command it forks is born there.
+			// v1 moves single threads: each command's forked child moves
+			// itself here before execve (linux/amd64, linuxrunner's clone
+			// start), or the agent's spawning thread joins this child and
+			// every command it forks is born there (the os/exec start).
 			dir := filepath.Join(cg.pids, commandsCgroup)
 			if err := os.Mkdir(dir, 0o755); err != nil {
 				return fail(fmt.Errorf("isolate: create cgroup: %w", err))

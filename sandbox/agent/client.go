@@ -78,6 +78,9 @@ type Client struct {
 	async    int       // calls in flight whose reply only the background reader reads
 	released time.Time // when a direct call last left the role free
 	bgWake   chan struct{}
+	// bgUntimed: the background reader waits with no timer (the role was
+	// held when it last looked), so whoever frees the role must wake it.
+	bgUntimed bool
 	// direct: Do may read its own reply (no tunnel shares the stream);
 	// deadliner interrupts a direct call's blocked read (nil: the stream
 	// cannot be, and only calls that cannot be cancelled read directly).
@@ -319,19 +322,30 @@ func (c *Client) readLoop() {
 	for {
 		c.mu.Lock()
 		for c.reading || !c.readerNeeded(time.Now()) {
-			wait := linger
-			if !c.reading {
-				wait = linger - time.Since(c.released)
+			// While a direct call holds the role there is nothing to time:
+			// passRole wakes this loop when it leaves the role free
+			// (bgUntimed). A timer re-armed here instead woke the reader
+			// every linger for as long as a long direct call (Job.Wait,
+			// a big search) read: 293 wake-ups and 31 ms of host CPU in a
+			// 3 s Job.Wait, against 0.6 ms before (found in review;
+			// TestDirectCallDoesNotWakeTheBackgroundReader).
+			var tc <-chan time.Time
+			if c.reading {
+				t.Stop()
+			} else {
+				t.Reset(linger - time.Since(c.released))
+				tc = t.C
 			}
+			c.bgUntimed = c.reading
 			c.mu.Unlock()
-			t.Reset(wait)
 			select {
 			case <-c.bgWake:
-			case <-t.C:
+			case <-tc:
 			case <-c.dead:
 				return
 			}
 			c.mu.Lock()
+			c.bgUntimed = false
 		}
 		if c.deadErr != nil {
 			c.mu.Unlock()
@@ -395,7 +409,7 @@ func (c *Client) passRole() {
 		}
 	}
 	c.released = time.Now()
-	if c.readerNeeded(c.released) {
+	if c.readerNeeded(c.released) || c.bgUntimed {
 		c.wakeReader()
 	}
 }

@@ -412,7 +412,7 @@ func (q *batchQueue) close() {
 // search allocated them afresh, growing each to the largest file it met
 // (9 MB allocated and zeroed per search of the Go tree, two or three
 // garbage collections each, and with them preemption signals to every
-// worker). A buffer grown past maxPooledBuf is left to the collector.
+// worker).
 //
 // Not a sync.Pool: a pool drops everything it holds when GOMAXPROCS
 // changes, and the agent changes it for every search (widenProcs), so each
@@ -422,24 +422,45 @@ func (q *batchQueue) close() {
 // freed them as often. They are kept until no search has used them for
 // keepReadBufs, as long as a pool would keep them in an idle agent (the
 // runtime collects at least every two minutes).
+//
+// What is kept is bounded in bytes, not in buffers: the agent runs inside
+// the sandbox's memory limit, and a search has a worker per CPU, so a
+// bound of 64 buffers of up to 4 MiB each let one search of a tree of
+// 1-4 MiB files on a 64-CPU host pin 194 MiB for a minute (found in
+// review), enough for the next command of a sandbox limited to 256 MiB to
+// be killed. maxKeptBufBytes holds the two buffers of a 2-CPU agent
+// searching the Go tree (its largest file, 3 MB, grows a buffer to 4 MiB);
+// a buffer larger than maxPooledBuf, or one that does not fit, is left to
+// the collector.
 var readBufs struct {
 	sync.Mutex
 	free  []*[]byte
+	bytes int         // the capacity of the buffers in free
 	timer *time.Timer // empties free after keepReadBufs unused
 }
 
 const (
-	maxPooledBuf = 4 << 20
-	keepReadBufs = time.Minute
+	maxPooledBuf    = 4 << 20
+	maxKeptBufBytes = 8 << 20
+	keepReadBufs    = time.Minute
 )
 
+// getReadBuf hands out the largest buffer kept, or a new one.
 func getReadBuf() *[]byte {
 	readBufs.Lock()
 	defer readBufs.Unlock()
 	if n := len(readBufs.free); n > 0 {
-		bp := readBufs.free[n-1]
+		big := n - 1
+		for i, bp := range readBufs.free {
+			if cap(*bp) > cap(*readBufs.free[big]) {
+				big = i
+			}
+		}
+		bp := readBufs.free[big]
+		readBufs.free[big] = readBufs.free[n-1]
 		readBufs.free[n-1] = nil
 		readBufs.free = readBufs.free[:n-1]
+		readBufs.bytes -= cap(*bp)
 		return bp
 	}
 	b := make([]byte, 0, 64<<10)
@@ -453,15 +474,17 @@ func putReadBuf(bp *[]byte) {
 	*bp = (*bp)[:0]
 	readBufs.Lock()
 	defer readBufs.Unlock()
-	if len(readBufs.free) >= 64 {
+	if readBufs.bytes+cap(*bp) > maxKeptBufBytes {
 		return
 	}
 	readBufs.free = append(readBufs.free, bp)
+	readBufs.bytes += cap(*bp)
 	if readBufs.timer == nil {
 		readBufs.timer = time.AfterFunc(keepReadBufs, func() {
 			readBufs.Lock()
 			clear(readBufs.free)
 			readBufs.free = readBufs.free[:0]
+			readBufs.bytes = 0
 			readBufs.Unlock()
 		})
 	} else {

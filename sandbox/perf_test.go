@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandboxkit/sandboxkit/internal/rgtest"
 	"github.com/sandboxkit/sandboxkit/sandbox"
 	"github.com/sandboxkit/sandboxkit/sandbox/sandboxtest"
 )
@@ -177,26 +178,18 @@ func agreeWithRipgrep(b *testing.B, sb *sandbox.Sandbox, root, pattern string) {
 	if err != nil {
 		return
 	}
-	out, err := exec.Command(rg, "-n", "--hidden", "--no-ignore", "--no-heading", "--with-filename", pattern, root).Output()
+	want, err := rgtest.Lines(rg, root, pattern, false)
 	if err != nil {
-		b.Fatalf("rg: %v", err)
+		b.Fatal(err)
 	}
-	var want, got []string
-	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		f := strings.SplitN(line, ":", 3)
-		if len(f) < 3 {
-			b.Fatalf("rg printed %q", line)
-		}
-		want = append(want, strings.TrimPrefix(f[0], root+"/")+":"+f[1])
-	}
+	var got []string
 	res, err := sb.Files.Search(context.Background(), sandbox.SearchOptions{Pattern: pattern, MaxResults: 100000})
 	if err != nil {
 		b.Fatal(err)
 	}
 	for _, m := range res.Matches {
-		got = append(got, m.Path+":"+strconv.Itoa(m.Line))
+		got = append(got, rgtest.Entry(m.Path, m.Line))
 	}
-	slices.Sort(want)
 	slices.Sort(got)
 	if !slices.Equal(got, want) {
 		b.Fatalf("the search found %d lines, ripgrep %d:\n%q\n%q", len(got), len(want), got, want)

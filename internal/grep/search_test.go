@@ -21,6 +21,8 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/sandboxkit/sandboxkit/internal/rgtest"
 )
 
 // reference is the plain definition of Search: fs.WalkDir's order, each
@@ -343,30 +345,18 @@ func BenchmarkSearchGoSrc(b *testing.B) {
 // ignored files, as Search does: a faster search that finds fewer lines
 // would be no win. (Timed, ripgrep runs with its defaults: less work.)
 func agreeWithRipgrep(b *testing.B, rg string, fsys fs.ReadDirFS, root string, m *Matcher, pattern string, fold bool) {
-	args := []string{"-n", "--hidden", "--no-ignore", "--no-heading", "--with-filename"}
-	if fold {
-		args = append(args, "-i")
-	}
-	out, err := exec.Command(rg, append(args, pattern, root)...).Output()
+	want, err := rgtest.Lines(rg, root, pattern, fold)
 	if err != nil {
-		b.Fatalf("rg: %v", err)
+		b.Fatal(err)
 	}
-	var want, got []string
-	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		f := strings.SplitN(line, ":", 3)
-		if len(f) < 3 {
-			b.Fatalf("rg printed %q", line)
-		}
-		want = append(want, strings.TrimPrefix(f[0], root+"/")+":"+f[1])
-	}
+	var got []string
 	res, err := Search(context.Background(), fsys, ".", m, Options{MaxFileSize: 32 << 20, MaxLineBytes: 500})
 	if err != nil {
 		b.Fatal(err)
 	}
 	for _, mt := range res.Matches {
-		got = append(got, mt.Path+":"+strconv.Itoa(mt.Line))
+		got = append(got, rgtest.Entry(mt.Path, mt.Line))
 	}
-	slices.Sort(want)
 	slices.Sort(got)
 	if !slices.Equal(got, want) {
 		b.Fatalf("%q: Search found %d lines, ripgrep %d: %q... and %q...", pattern, len(got), len(want), head2(got), head2(want))

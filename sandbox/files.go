@@ -313,7 +313,11 @@ func (f *Files) Chmod(ctx context.Context, path string, mode fs.FileMode) error 
 }
 
 // Search finds lines matching a regular expression, skipping binary files
-// and, unless All is set, .git and node_modules.
+// and, unless All is set, .git and node_modules. It finds every match or
+// fails: where the sandbox has no descriptors left to open a file or a
+// directory (its open-files limit, shared with the commands it runs) and
+// a short wait does not free one, the search fails with SBX_BUSY rather
+// than return a result that lacks those files.
 func (f *Files) Search(ctx context.Context, opt SearchOptions) (*SearchResult, error) {
 	if opt.MaxResults <= 0 {
 		opt.MaxResults = DefaultSearchMaxResults

@@ -11,16 +11,7 @@ import (
 // first one back must not block (it used to send on the full channel with
 // the pool's lock held, which hung every Get and start after it).
 func TestPoolSurplusDoesNotBlock(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts two sandboxes")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	p, err := NewPool(ctx, PoolConfig{Size: 1, MaxStarting: 1}, AllowWeaker(TierLandlock, TierProcess))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	p, ctx := newTestPool(t, "starts two sandboxes")
 	waitFor := func(what string, cond func() bool) {
 		t.Helper()
 		for !cond() {
@@ -70,16 +61,7 @@ func TestPoolSurplusDoesNotBlock(t *testing.T) {
 // started no replacement until the pool was empty and every Get then
 // waited for a whole create).
 func TestPoolHoldIsNotPushedBackByEveryGet(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a sandbox")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	p, err := NewPool(ctx, PoolConfig{Size: 1, MaxStarting: 1}, AllowWeaker(TierLandlock, TierProcess))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	p, _ := newTestPool(t, "starts a sandbox")
 	first := time.Now()
 	moved := 0
 	for time.Since(first) < 5*refillDelay {
@@ -101,4 +83,21 @@ func TestPoolHoldIsNotPushedBackByEveryGet(t *testing.T) {
 	if moved > 0 {
 		t.Errorf("%d Gets %v apart moved a pending hold later: the replacement start was pushed back by every Get", moved, refillDelay/4)
 	}
+}
+
+// newTestPool is a pool of one sandbox on the best local tier, closed with
+// the test; ctx bounds the test to a minute. Short tests skip it (why).
+func newTestPool(t *testing.T, why string) (*Pool, context.Context) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip(why)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	p, err := NewPool(ctx, PoolConfig{Size: 1, MaxStarting: 1}, AllowWeaker(TierLandlock, TierProcess))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p, ctx
 }

@@ -22,16 +22,7 @@ import (
 // process's child, not reaped before it exits, so its pid cannot name
 // another process meanwhile.
 func TestPoolSkipsAStoppedAgent(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts two sandboxes")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	p, err := NewPool(ctx, PoolConfig{Size: 1, MaxStarting: 1}, AllowWeaker(TierLandlock, TierProcess))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	p, ctx := newTestPool(t, "starts two sandboxes")
 	for len(p.ready) < 1 {
 		if ctx.Err() != nil {
 			t.Fatal("timed out waiting for the pool's sandbox")

@@ -754,10 +754,16 @@ func (sb *Sandbox) Close() error {
 	sb.closers = nil
 	sb.mu.Unlock()
 	start := time.Now()
+	// The stream first: closing it ends every call and every write
+	// blocked on it. The egress proxy's cleanup (a closer) waits for its
+	// connections' writers, and with connections carried over the stream
+	// (an engine reached over TCP, Kubernetes) an agent that stopped
+	// reading, stalled or hostile, left those writers blocked for good:
+	// Close hung and the container stayed (TestCloseEndsAStalledStreamCarryingEgress).
+	sb.client.Close()
 	for i := len(closers) - 1; i >= 0; i-- {
 		closers[i]()
 	}
-	sb.client.Close()
 	err := sb.inst.Close(context.Background())
 	err = wrapErr("Sandbox.Close", err)
 	sb.mu.Lock()
@@ -768,7 +774,8 @@ func (sb *Sandbox) Close() error {
 	return err
 }
 
-// onClose registers cleanup run by Close before the agent stops.
+// onClose registers cleanup run by Close after the agent's stream is
+// closed and before the backend ends the sandbox.
 func (sb *Sandbox) onClose(f func()) {
 	sb.mu.Lock()
 	defer sb.mu.Unlock()

@@ -26,12 +26,33 @@ type Floor struct {
 // "at most 2x a plain exec" is checked against. ns/op counts everything.
 func CompareWithFloors(b *testing.B, subject Timed, floors ...Floor) {
 	b.Helper()
+	compare(b, 0, subject, floors)
+}
+
+// CompareAfterIdle is CompareWithFloors with the machine left idle for
+// idle (not measured) before each variant's run: the cost of a call that
+// comes after a pause, as a model's calls do (each waits for the model's
+// next turn), when the processes' threads sleep, caches are cold and, on
+// a virtual machine, idle vCPUs are halted and slow to wake. Back-to-back
+// iterations, which CompareWithFloors measures, hide that.
+func CompareAfterIdle(b *testing.B, idle time.Duration, subject Timed, floors ...Floor) {
+	b.Helper()
+	compare(b, idle, subject, floors)
+}
+
+func compare(b *testing.B, idle time.Duration, subject Timed, floors []Floor) {
+	b.Helper()
 	variants := append([]Floor{{Name: "subject", Run: subject}}, floors...)
 	times := make([][]time.Duration, len(variants))
 	i := 0
 	for b.Loop() {
 		for k := range variants {
 			v := (i + k) % len(variants)
+			if idle > 0 {
+				b.StopTimer()
+				time.Sleep(idle)
+				b.StartTimer()
+			}
 			t0 := time.Now()
 			teardown := variants[v].Run(b)
 			times[v] = append(times[v], time.Since(t0))

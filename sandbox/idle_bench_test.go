@@ -1,0 +1,72 @@
+package sandbox_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/sandboxkit/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandboxkit/sandbox/sandboxtest"
+)
+
+// afterIdle is the pause before each call in the AfterIdle benchmarks:
+// longer than the client's reader linger (10 ms) and than the time idle
+// vCPUs take to halt, far shorter than a model's turn (seconds), which
+// costs the same from here on.
+const afterIdle = 50 * time.Millisecond
+
+// BenchmarkAfterIdleRead1KB is BenchmarkFloorRead1KB for a call that comes
+// after a pause, as every call of a model does: a 1 KB Files.ReadFile, and
+// its floors os.ReadFile and the round trip through cat, each after 50 ms
+// of idleness (sandboxtest.CompareAfterIdle). Run it with few iterations:
+//
+//	go test -run '^$' -bench AfterIdle -benchtime 100x ./sandbox
+func BenchmarkAfterIdleRead1KB(b *testing.B) {
+	data := make([]byte, 1024)
+	sb := newBenchSandbox(b)
+	ctx := context.Background()
+	if err := sb.Files.Write(ctx, "k.bin", data, 0); err != nil {
+		b.Fatal(err)
+	}
+	p := filepath.Join(b.TempDir(), "k.bin")
+	if err := os.WriteFile(p, data, 0o644); err != nil {
+		b.Fatal(err)
+	}
+	_, roundTrip := catPipe(b, len(data))
+	sandboxtest.CompareAfterIdle(b, afterIdle, func(b *testing.B) func() {
+		if got, err := sb.Files.ReadFile(ctx, "k.bin"); err != nil || len(got) != len(data) {
+			b.Fatalf("ReadFile: %d bytes, %v", len(got), err)
+		}
+		return nil
+	}, sandboxtest.Floor{Name: "osread", Run: func(b *testing.B) func() {
+		if _, err := os.ReadFile(p); err != nil {
+			b.Fatal(err)
+		}
+		return nil
+	}}, sandboxtest.Floor{Name: "pipe", Run: func(b *testing.B) func() {
+		roundTrip(data)
+		return nil
+	}})
+}
+
+// BenchmarkAfterIdleCommandRun is BenchmarkFloorCommandRun after a pause:
+// `true` in the sandbox against a plain exec of `true`, each after 50 ms
+// of idleness.
+func BenchmarkAfterIdleCommandRun(b *testing.B) {
+	sb := newBenchSandbox(b)
+	ctx := context.Background()
+	sandboxtest.CompareAfterIdle(b, afterIdle, func(b *testing.B) func() {
+		if _, err := sb.Commands.Run(ctx, sandbox.Command{Args: []string{"true"}}); err != nil {
+			b.Fatal(err)
+		}
+		return nil
+	}, sandboxtest.Floor{Name: "exec", Run: func(b *testing.B) func() {
+		if err := exec.Command("true").Run(); err != nil {
+			b.Fatal(err)
+		}
+		return nil
+	}})
+}

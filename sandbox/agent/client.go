@@ -81,6 +81,8 @@ type Client struct {
 	// bgUntimed: the background reader waits with no timer (the role was
 	// held when it last looked), so whoever frees the role must wake it.
 	bgUntimed bool
+	// bgWakes counts the background reader's wake-ups (tests).
+	bgWakes int
 	// direct: Do may read its own reply (no tunnel shares the stream);
 	// deadliner interrupts a direct call's blocked read (nil: the stream
 	// cannot be, and only calls that cannot be cancelled read directly).
@@ -319,33 +321,53 @@ func (c *Client) readLoop() {
 	defer c.readers.Done()
 	t := time.NewTimer(linger)
 	defer t.Stop()
+	fired := false // the last wait ended by the timer
 	for {
 		c.mu.Lock()
 		for c.reading || !c.readerNeeded(time.Now()) {
-			// While a direct call holds the role there is nothing to time:
-			// passRole wakes this loop when it leaves the role free
-			// (bgUntimed). A timer re-armed here instead woke the reader
-			// every linger for as long as a long direct call (Job.Wait,
-			// a big search) read: 293 wake-ups and 31 ms of host CPU in a
-			// 3 s Job.Wait, against 0.6 ms before (found in review;
-			// TestDirectCallDoesNotWakeTheBackgroundReader).
+			// While a direct call has held the role for a whole linger
+			// there is nothing to time: passRole wakes this loop when it
+			// leaves the role free (bgUntimed). A timer re-armed here
+			// instead woke the reader every linger for as long as a long
+			// direct call (Job.Wait, a big search) read: 293 wake-ups and
+			// 31 ms of host CPU in a 3 s Job.Wait, against 0.6 ms before
+			// (found in review; TestLongCallDoesNotWakeTheHost in package sandbox).
+			//
+			// But the reader goes untimed only once its timer fired with
+			// the role held, not whenever it finds the role held: woken by
+			// passRole, it found the role already taken by the next call
+			// of a burst (its thread wakes slower than the caller makes
+			// the next call), went untimed, and so the next passRole woke
+			// it again — a wake-up of a second thread (futex, and the
+			// runtime's wakep) on every call. Measured per 1 KB
+			// Files.ReadFile (BenchmarkRead1KBCost): 0.5-0.7 of these per
+			// read before; now two per linger (a timer's, and the next
+			// passRole's) whatever the calls' rate.
 			var tc <-chan time.Time
-			if c.reading {
+			untimed := c.reading && fired
+			switch {
+			case untimed:
 				t.Stop()
-			} else {
+			case c.reading:
+				t.Reset(linger)
+				tc = t.C
+			default:
 				t.Reset(linger - time.Since(c.released))
 				tc = t.C
 			}
-			c.bgUntimed = c.reading
+			c.bgUntimed = untimed
 			c.mu.Unlock()
+			fired = false
 			select {
 			case <-c.bgWake:
 			case <-tc:
+				fired = true
 			case <-c.dead:
 				return
 			}
 			c.mu.Lock()
 			c.bgUntimed = false
+			c.bgWakes++
 		}
 		if c.deadErr != nil {
 			c.mu.Unlock()

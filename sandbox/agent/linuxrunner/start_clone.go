@@ -56,6 +56,7 @@ package linuxrunner
 import (
 	"os"
 	"runtime"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -345,29 +346,6 @@ var handledSignals = sync.OnceValue(func() []uintptr {
 	return out
 })
 
-// closeRaw and setNonblockRaw are close(2) and fcntl(2) without telling
-// the scheduler (they cannot block): the first system call the runtime is
-// told of after the agent was idle wakes its monitor thread, sysmon, which
-// then polls every 20 µs while the agent works. A warm command's agent
-// made 17 context switches; 8 with that monitor kept asleep.
-func closeRaw(fd int) {
-	syscall.RawSyscall(syscall.SYS_CLOSE, uintptr(fd), 0, 0)
-}
-
-func setNonblockRaw(fd int, on bool) syscall.Errno {
-	fl, _, e := syscall.RawSyscall(syscall.SYS_FCNTL, uintptr(fd), syscall.F_GETFL, 0)
-	if e != 0 {
-		return e
-	}
-	if on {
-		fl |= syscall.O_NONBLOCK
-	} else {
-		fl &^= syscall.O_NONBLOCK
-	}
-	_, _, e = syscall.RawSyscall(syscall.SYS_FCNTL, uintptr(fd), syscall.F_SETFL, fl)
-	return e
-}
-
 // devNull is the standard input of commands without one, opened once.
 var devNull = sync.OnceValues(func() (int, error) {
 	return unix.Open("/dev/null", unix.O_RDONLY|unix.O_CLOEXEC, 0)
@@ -375,17 +353,22 @@ var devNull = sync.OnceValues(func() (int, error) {
 
 // pipe returns a pipe whose one end is the agent's (non-blocking, served
 // by the runtime's poller) and the other the child's (blocking, close on
-// exec: dup3 in the child clears that on its copy).
+// exec: dup3 in the child clears that on its copy). The two ends are two
+// open files, each with its own O_NONBLOCK: the pipe is made non-blocking
+// and the child's end put back, one fcntl instead of a read and a write
+// of the agent's end's flags.
 func pipe(agentReads bool) (mine *os.File, theirs int, err error) {
-	var fds [2]int
-	if err := unix.Pipe2(fds[:], unix.O_CLOEXEC); err != nil {
-		return nil, -1, os.NewSyscallError("pipe2", err)
+	var fds [2]int32 // the kernel's int pipefd[2]
+	if _, _, e := syscall.RawSyscall(syscall.SYS_PIPE2, uintptr(unsafe.Pointer(&fds)), unix.O_CLOEXEC|unix.O_NONBLOCK, 0); e != 0 {
+		return nil, -1, os.NewSyscallError("pipe2", e)
 	}
-	m, t := fds[0], fds[1]
+	m, t := int(fds[0]), int(fds[1])
 	if !agentReads {
 		m, t = t, m
 	}
-	if e := setNonblockRaw(m, true); e != 0 {
+	// A fresh pipe's end has no status flag but O_NONBLOCK (F_SETFL
+	// ignores the access mode).
+	if _, _, e := syscall.RawSyscall(syscall.SYS_FCNTL, uintptr(t), syscall.F_SETFL, 0); e != 0 {
 		closeRaw(m)
 		closeRaw(t)
 		return nil, -1, os.NewSyscallError("fcntl", e)
@@ -409,6 +392,7 @@ func (r *Runner) Start(spec runner.Spec) (runner.Process, error) {
 	}
 	var theirs []int     // the child's descriptors, closed once it started
 	var files []*os.File // the same, held as files (the pty's terminal)
+	var held []int       // of theirs, kept until the command exits (proc.held)
 	closeTheirs := func() {
 		for _, fd := range theirs {
 			closeRaw(fd)
@@ -466,6 +450,9 @@ func (r *Runner) Start(spec runner.Spec) (runner.Process, error) {
 		p.stderr = er
 		theirs = append(theirs, ew)
 		c.stdio[2] = ew
+		if spec.HoldOutput {
+			held = []int{ow, ew}
+		}
 	}
 	path, err := syscall.BytePtrFromString(spec.Path)
 	if err != nil {
@@ -521,6 +508,11 @@ func (r *Runner) Start(spec runner.Spec) (runner.Process, error) {
 	p.pid, p.pgid = pid, pid
 	p.start = time.Now()
 	p.table = t
+	// The output pipes' write ends stay open here until the command's
+	// process exits (proc.exited closes them; registered under mu, so
+	// the reaper cannot see the exit before they are in p.held).
+	theirs = slices.DeleteFunc(theirs, func(fd int) bool { return slices.Contains(held, fd) })
+	p.held = held
 	t.live[pid] = p
 	t.mu.Unlock()
 	closeTheirs()
@@ -619,15 +611,16 @@ func (t *procTable) await(p *proc, pidfd int) {
 				return false // still running
 			}
 			delete(t.live, p.pid)
-			p.status = ws
-			p.end = time.Now()
-			close(p.done)
+			p.exited(ws)
 			return true
 		}
 	}
 	// Orphans the command left may have exited with it.
 	defer t.reap()
-	_ = setNonblockRaw(pidfd, true) // so that os.NewFile hands it to the poller
+	// Non-blocking, so that os.NewFile hands it to the poller. A pidfd
+	// has no other status flag (F_SETFL ignores the access mode): no
+	// F_GETFL first.
+	syscall.RawSyscall(syscall.SYS_FCNTL, uintptr(pidfd), syscall.F_SETFL, syscall.O_NONBLOCK)
 	f := os.NewFile(uintptr(pidfd), "pidfd")
 	defer p.pidfd.hold(f)
 	if rc, err := f.SyscallConn(); err == nil && rc.Read(func(uintptr) bool { return reaped() }) == nil {

@@ -4,6 +4,7 @@ package linuxrunner_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -242,5 +244,75 @@ func TestCommandsStartWithDefaultSignals(t *testing.T) {
 		if !strings.Contains(got, want+"\n") {
 			t.Errorf("the command's signal state:\n%s\nwant %q (the agent's own SigIgn: %s)", got, want, own["SigIgn"])
 		}
+	}
+}
+
+// TestCommandsLeaveNoDescriptorsInTheAgent: the runner keeps the write
+// ends of a command's output pipes open in the agent until its process
+// exits (proc.held: the exit then wakes the agent once, not once per pipe
+// as well), and closes them on every way a command ends — an exit, a
+// kill at its timeout, a child left holding the output, a start that
+// fails — so that no descriptor stays behind; and a command that closes
+// its own output early still has everything it printed delivered, with
+// its exit.
+func TestCommandsLeaveNoDescriptorsInTheAgent(t *testing.T) {
+	skipWithoutClone(t)
+	c, _ := agentWith(t, linuxrunner.Options{}, wire.Hello{})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	run := func(req wire.ExecRequest) (wire.ExecReply, string, error) {
+		var mu sync.Mutex
+		var out strings.Builder
+		raw, err := c.DoStreaming(ctx, "exec", req, agent.Handlers{OnData: func(ft wire.FrameType, b []byte) {
+			mu.Lock()
+			if ft == wire.FrameStdout { // stderr is only counted
+				out.Write(b)
+			} else {
+				out.WriteString(strings.Repeat("!", len(b)))
+			}
+			mu.Unlock()
+		}})
+		var rep wire.ExecReply
+		if err == nil {
+			err = json.Unmarshal(raw, &rep)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		return rep, out.String(), err
+	}
+	fds := func() int {
+		ents, err := os.ReadDir("/proc/self/fd")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(ents)
+	}
+	// The first command opens what the runner keeps for good (its
+	// /dev/null).
+	if _, _, err := run(wire.ExecRequest{Args: []string{"true"}}); err != nil {
+		t.Fatal(err)
+	}
+	before := fds()
+	rep, out, err := run(wire.ExecRequest{Args: []string{"sh", "-c", "echo out; echo err >&2; exec >&- 2>&-; sleep 0.2; exit 3"}})
+	if err != nil || rep.ExitCode != 3 || strings.ReplaceAll(out, "!", "") != "out\n" || strings.Count(out, "!") != 4 {
+		t.Errorf("a command that closes its output early: exit %d, output %q (\"!\" a byte of stderr), %v; want 3, \"out\\n\" and 4 bytes of stderr", rep.ExitCode, out, err)
+	}
+	if rep, _, err := run(wire.ExecRequest{Args: []string{"sleep", "5"}, TimeoutMs: 100}); err != nil || !rep.TimedOut {
+		t.Errorf("a command past its timeout: %+v, %v; want it killed", rep, err)
+	}
+	if rep, _, err := run(wire.ExecRequest{Args: []string{"sh", "-c", "sleep 0.6 & echo started"}}); err != nil || len(rep.LeftRunning) == 0 {
+		t.Errorf("a command whose child keeps its output: %+v, %v; want the child in LeftRunning", rep, err)
+	}
+	if _, _, err := run(wire.ExecRequest{Args: []string{"/etc/hostname"}}); err == nil {
+		t.Error("exec of a file that is not a program succeeded")
+	}
+	// The child left running ends within a second; the replies' closes
+	// run just after each reply.
+	deadline := time.Now().Add(5 * time.Second)
+	for fds() != before && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := fds(); n != before {
+		t.Fatalf("the agent holds %d descriptors after the commands ended, %d before", n, before)
 	}
 }

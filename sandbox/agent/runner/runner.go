@@ -52,6 +52,13 @@ type Spec struct {
 	Rows, Cols uint16
 	// Rlimits are applied to the process before it can run user code.
 	Rlimits []wire.Rlimit
+	// HoldOutput lets the runner keep the write ends of the process's
+	// stdout and stderr open in the agent until the process exits (two
+	// descriptors more while it runs), so that its exit wakes the agent
+	// once and not first for each pipe it closes as it exits; Stdout and
+	// Stderr then end once the process has exited and no other process
+	// holds them. A runner may ignore it.
+	HoldOutput bool
 	// Request is the exec request as the client sent it (the call's own
 	// environment and directory, timeout, job or not). A runner that
 	// starts real processes has what it needs above; the fake backend's

@@ -67,8 +67,9 @@ const (
 )
 
 // startProcess checks and resolves a (program, directory, environment)
-// and has the runner start it.
-func (s *server) startProcess(a wire.ExecRequest) (runner.Process, *wire.WireError) {
+// and has the runner start it; holdOutput is runner.Spec.HoldOutput (the
+// command's descriptor lease covers it: fdLease.holdOutput).
+func (s *server) startProcess(a wire.ExecRequest, holdOutput bool) (runner.Process, *wire.WireError) {
 	if s.processesReady != nil {
 		<-s.processesReady
 	}
@@ -89,7 +90,7 @@ func (s *server) startProcess(a wire.ExecRequest) (runner.Process, *wire.WireErr
 		}
 	}
 	p, err := s.runner.Start(runner.Spec{Path: path, Args: a.Args, Env: env, Dir: dir, Stdin: a.Stdin,
-		Pty: a.Pty, Rows: a.Rows, Cols: a.Cols, Rlimits: s.hello.Rlimits, Request: a})
+		Pty: a.Pty, Rows: a.Rows, Cols: a.Cols, Rlimits: s.hello.Rlimits, HoldOutput: holdOutput, Request: a})
 	if err != nil {
 		var we *wire.WireError
 		if errors.As(err, &we) {
@@ -131,7 +132,7 @@ func (s *server) runExec(r *request, a wire.ExecRequest) (any, *wire.WireError) 
 	if werr != nil {
 		return nil, werr
 	}
-	p, werr := s.startProcess(a)
+	p, werr := s.startProcess(a, lease.holdOutput)
 	if werr != nil {
 		of.close()
 		return nil, werr

@@ -60,12 +60,25 @@ const (
 	startSlots = 16
 )
 
+// A command may also have the runner keep its output pipes' write ends
+// open in the agent until its process exits (runner.Spec.HoldOutput: the
+// exit then wakes the agent once, not once per pipe first), two
+// descriptors more, while fewer than holdMaxRunning commands run: a
+// crowded agent keeps every descriptor for commands (200 concurrent
+// commands fit in the local agent's budget at 3 each, not at 5).
+const (
+	holdOutputFDs  = 2
+	holdMaxRunning = 8
+)
+
 // fdLease is one command's share of the budget.
 type fdLease struct {
 	b        *fdBudget
 	n        int
 	starting bool
 	done     bool
+	// holdOutput: the lease covers runner.Spec.HoldOutput's descriptors.
+	holdOutput bool
 }
 
 // acquire reserves a's descriptors for its run, or refuses with BUSY when
@@ -78,11 +91,15 @@ func (b *fdBudget) acquire(a wire.ExecRequest) (*fdLease, *wire.WireError) {
 		b.mu.Unlock()
 		return nil, wire.Errorf(wire.CodeBusy, "the sandbox is already running %d commands, background jobs and sessions at once, as many as its open-file limit (%d) leaves room for: wait for some to finish or stop background jobs you no longer need, then run this again", running, b.nofile)
 	}
+	hold := !a.Pty && b.running < holdMaxRunning && b.used+n+holdOutputFDs <= b.max
+	if hold {
+		n += holdOutputFDs
+	}
 	b.used += n
 	b.running++
 	b.mu.Unlock()
 	b.starts <- struct{}{}
-	return &fdLease{b: b, n: n, starting: true}, nil
+	return &fdLease{b: b, n: n, starting: true, holdOutput: hold}, nil
 }
 
 // started ends the lease's turn to start.

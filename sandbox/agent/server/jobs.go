@@ -86,7 +86,7 @@ func (s *server) startJob(a wire.ExecRequest) (any, *wire.WireError) {
 		lease.release()
 		return nil, werr
 	}
-	p, werr := s.startProcess(a)
+	p, werr := s.startProcess(a, lease.holdOutput)
 	if werr != nil {
 		of.close()
 		lease.release()

@@ -5,6 +5,8 @@ package server
 import (
 	"bytes"
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -69,5 +71,44 @@ func TestPlainRunnerRefusesRlimits(t *testing.T) {
 	_, out, err := execOut(t, c, wire.ExecRequest{Args: []string{"echo", "ran"}})
 	if wireCode(err) != wire.CodeExec || !strings.Contains(err.Error(), "RLIMIT_CPU") {
 		t.Fatalf("exec with an rlimit the runner cannot apply: err %v, output %q; want a %s error naming RLIMIT_CPU", err, out, wire.CodeExec)
+	}
+}
+
+// TestLookPathTakesTheFirstExecutableFile: a program is found on the
+// sandbox's PATH as a shell finds it — the first entry holding a regular
+// file with an execute bit, through a symbolic link too; a directory or a
+// file without an execute bit by that name is passed over (the test each
+// entry gets, isExecutable, is a raw statx on Linux).
+func TestLookPathTakesTheFirstExecutableFile(t *testing.T) {
+	root := t.TempDir()
+	dirs := []string{"asdir", "noexec", "link", "real"}
+	for _, d := range dirs {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(os.Mkdir(filepath.Join(root, "asdir", "prog"), 0o755))
+	must(os.WriteFile(filepath.Join(root, "noexec", "prog"), []byte("#!/bin/sh\n"), 0o644))
+	must(os.WriteFile(filepath.Join(root, "real", "prog"), []byte("#!/bin/sh\n"), 0o755))
+	must(os.Symlink(filepath.Join(root, "real", "prog"), filepath.Join(root, "link", "prog")))
+	var path []string
+	for _, d := range dirs {
+		path = append(path, filepath.Join(root, d))
+	}
+	env := []string{"PATH=" + strings.Join(path, ":")}
+	if got, want := lookPathIn("prog", env), filepath.Join(root, "link", "prog"); got != want {
+		t.Errorf("lookPathIn(prog) = %q, want %q (the first entry with an executable file)", got, want)
+	}
+	if got := lookPathIn("prog", []string{"PATH=" + strings.Join(path[:2], ":")}); got != "" {
+		t.Errorf("lookPathIn(prog) over a directory and a non-executable file = %q, want none", got)
+	}
+	if got := lookPathIn("missing", env); got != "" {
+		t.Errorf("lookPathIn(missing) = %q, want none", got)
 	}
 }

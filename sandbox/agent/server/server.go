@@ -267,7 +267,7 @@ func lookPathIn(name string, env []string) string {
 	}
 	for _, dir := range splitList(path) {
 		p := dir + "/" + name
-		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+		if isExecutable(p) {
 			return p
 		}
 	}

@@ -224,21 +224,27 @@ func (c *Commands) run(ctx context.Context, cmd Command) (*Result, error) {
 			cmd.OnOutput(Chunk{Stream: s, Data: append([]byte(nil), b...)})
 		}
 	}}
-	call, err := sb.client.Start(wire.OpExec.Name, wire.ExecRequest{
+	req := wire.ExecRequest{
 		Args: args, Dir: cmd.Dir, Env: envList(cmd.Env), Stdin: cmd.Stdin != nil,
 		TimeoutMs: timeout.Milliseconds(), MaxOutput: sb.cfg.limits.MaxOutputBytes,
 		OutputFile: cmd.OutputFile, OutputFileLimit: cmd.OutputFileLimit,
-	}, h)
-	if err != nil {
-		return nil, wrapErr(op, err)
 	}
-	if cmd.Stdin != nil {
+	var raw json.RawMessage
+	if cmd.Stdin == nil {
+		// This goroutine reads the reply itself where it can
+		// (DoStreaming): no hand-off from the client's reader.
+		raw, err = sb.client.DoStreaming(ctx, wire.OpExec.Name, req, h)
+	} else {
+		var call *agent.Call
+		if call, err = sb.client.Start(wire.OpExec.Name, req, h); err != nil {
+			return nil, wrapErr(op, err)
+		}
 		go func() {
 			_, _ = io.Copy(call, cmd.Stdin)
 			_ = call.CloseInput()
 		}()
+		raw, err = call.WaitContext(ctx)
 	}
-	raw, err := call.WaitContext(ctx)
 	if err != nil {
 		return nil, wrapErr(op, err)
 	}

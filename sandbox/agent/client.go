@@ -813,6 +813,25 @@ func (c *Client) Do(ctx context.Context, op string, args, out any) error {
 	return nil
 }
 
+// DoStreaming sends a request whose interim frames go to h and waits for
+// its reply, returning the raw result (a command run to its end: its
+// output streams to h.OnData). Like Do, the caller reads the reply itself
+// when nothing else shares the stream, so it is woken by the reply and
+// not by the background reader: a warm Commands.Run's host made 2.5-3
+// context switches for the hand-off. A cancelled ctx is handled as in Do.
+// A call that must also send input (Call.Write) uses Start.
+func (c *Client) DoStreaming(ctx context.Context, op string, args any, h Handlers) (json.RawMessage, error) {
+	direct := c.direct && (ctx.Done() == nil || c.deadliner != nil)
+	call, err := c.start(op, args, h, !direct)
+	if err != nil {
+		return nil, err
+	}
+	if direct {
+		return c.waitDirect(ctx, call)
+	}
+	return call.WaitContext(ctx)
+}
+
 // blobReceiver is a result whose bulk may travel in a Blob frame.
 type blobReceiver interface{ ReceiveBlob([]byte) }
 

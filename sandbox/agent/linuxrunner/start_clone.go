@@ -399,6 +399,71 @@ func pipe(agentReads bool) (mine *os.File, theirs int, err error) {
 	return os.NewFile(uintptr(m), "|pipe"), t, nil
 }
 
+// spares are output pipes made ahead of the commands that take them
+// (outputPipe): a start makes the next one's while its command runs, off
+// the path of the next request, which then forks sooner. Making a
+// command's stdout and stderr pipes (pipe2, fcntl, os.NewFile with its
+// poller registration, twice) was one of the larger steps between a
+// request and its clone. At most maxSpares are kept: descriptors the
+// agent's reserve covers (server's fdBudget keeps 64 and more free for
+// what is not a running command's), close-on-exec like every other of
+// the agent's.
+var spares spareSet
+
+// maxSpares is one command's stdout and stderr.
+const maxSpares = 2
+
+type spareSet struct {
+	mu    sync.Mutex
+	pipes []sparePipe
+}
+
+// sparePipe is an output pipe made ahead: the agent's read end and the
+// child's (blocking) write end, as pipe(true) returns them.
+type sparePipe struct {
+	r *os.File
+	w int
+}
+
+// low reports whether fewer than maxSpares pipes are ready.
+func (s *spareSet) low() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.pipes) < maxSpares
+}
+
+// fill makes pipes until maxSpares are ready.
+func (s *spareSet) fill() {
+	for s.low() {
+		r, w, err := pipe(true)
+		if err != nil {
+			return
+		}
+		s.mu.Lock()
+		if len(s.pipes) >= maxSpares {
+			s.mu.Unlock()
+			r.Close()
+			closeRaw(w)
+			return
+		}
+		s.pipes = append(s.pipes, sparePipe{r, w})
+		s.mu.Unlock()
+	}
+}
+
+// outputPipe is pipe(true), a spare when one is ready.
+func outputPipe() (mine *os.File, theirs int, err error) {
+	spares.mu.Lock()
+	if n := len(spares.pipes); n > 0 {
+		p := spares.pipes[n-1]
+		spares.pipes = spares.pipes[:n-1]
+		spares.mu.Unlock()
+		return p.r, p.w, nil
+	}
+	spares.mu.Unlock()
+	return pipe(true)
+}
+
 // cStrings returns a NULL-terminated array of NUL-terminated copies of ss.
 func cStrings(ss []string) ([]*byte, error) {
 	return syscall.SlicePtrFromStrings(ss)
@@ -459,14 +524,14 @@ func (r *Runner) Start(spec runner.Spec) (runner.Process, error) {
 			}
 			c.stdio[0] = fd
 		}
-		or, ow, err := pipe(true)
+		or, ow, err := outputPipe()
 		if err != nil {
 			return fail(err)
 		}
 		p.stdout = or
 		theirs = append(theirs, ow)
 		c.stdio[1] = ow
-		er, ew, err := pipe(true)
+		er, ew, err := outputPipe()
 		if err != nil {
 			return fail(err)
 		}
@@ -540,6 +605,9 @@ func (r *Runner) Start(spec runner.Spec) (runner.Process, error) {
 	t.mu.Unlock()
 	closeTheirs()
 	go t.await(p, pidfd)
+	if spares.low() {
+		go spares.fill()
+	}
 	return p, nil
 }
 

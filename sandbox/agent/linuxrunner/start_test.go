@@ -252,9 +252,9 @@ func TestCommandsStartWithDefaultSignals(t *testing.T) {
 // exits (proc.held: the exit then wakes the agent once, not once per pipe
 // as well), and closes them on every way a command ends — an exit, a
 // kill at its timeout, a child left holding the output, a start that
-// fails — so that no descriptor stays behind; and a command that closes
-// its own output early still has everything it printed delivered, with
-// its exit.
+// fails — so that no descriptor stays behind but the spare pipes made
+// for the next start (spares); and a command that closes its own output
+// early still has everything it printed delivered, with its exit.
 func TestCommandsLeaveNoDescriptorsInTheAgent(t *testing.T) {
 	skipWithoutClone(t)
 	c, _ := agentWith(t, linuxrunner.Options{}, wire.Hello{})
@@ -288,11 +288,26 @@ func TestCommandsLeaveNoDescriptorsInTheAgent(t *testing.T) {
 		return len(ents)
 	}
 	// The first command opens what the runner keeps for good (its
-	// /dev/null).
+	// /dev/null, and the spare pipes the next command takes).
 	if _, _, err := run(wire.ExecRequest{Args: []string{"true"}}); err != nil {
 		t.Fatal(err)
 	}
-	before := fds()
+	// Its reply comes before its output is closed: wait for the count
+	// to settle.
+	settled := func() int {
+		n := -1
+		for range 100 {
+			linuxrunner.FillSpares()
+			m := fds()
+			if m == n {
+				return n
+			}
+			n = m
+			time.Sleep(20 * time.Millisecond)
+		}
+		return n
+	}
+	before := settled()
 	rep, out, err := run(wire.ExecRequest{Args: []string{"sh", "-c", "echo out; echo err >&2; exec >&- 2>&-; sleep 0.2; exit 3"}})
 	if err != nil || rep.ExitCode != 3 || strings.ReplaceAll(out, "!", "") != "out\n" || strings.Count(out, "!") != 4 {
 		t.Errorf("a command that closes its output early: exit %d, output %q (\"!\" a byte of stderr), %v; want 3, \"out\\n\" and 4 bytes of stderr", rep.ExitCode, out, err)
@@ -309,10 +324,10 @@ func TestCommandsLeaveNoDescriptorsInTheAgent(t *testing.T) {
 	// The child left running ends within a second; the replies' closes
 	// run just after each reply.
 	deadline := time.Now().Add(5 * time.Second)
-	for fds() != before && time.Now().Before(deadline) {
+	for settled() != before && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
-	if n := fds(); n != before {
+	if n := settled(); n != before {
 		t.Fatalf("the agent holds %d descriptors after the commands ended, %d before", n, before)
 	}
 }

@@ -311,6 +311,25 @@ func (s *stream) Write(p []byte) (n int, err error) {
 	return n, err
 }
 
+// TryWrite writes as much of p as the socket takes now, without waiting
+// for room: the agent's read loop answers small requests with it, and
+// must never wait for the host to read (server.answer). n < len(p) with a
+// nil error: the socket is full (or another write is under way).
+func (s *stream) TryWrite(p []byte) (n int, err error) {
+	if !s.wfmu.TryLock() {
+		return 0, nil
+	}
+	defer s.wfmu.Unlock()
+	s.wbuf, s.wn, s.werr = p, 0, nil
+	_, uerr := s.use(s.writeFn)
+	n, err = s.wn, s.werr
+	s.wbuf = nil
+	if err == nil {
+		err = uerr
+	}
+	return n, err
+}
+
 // writeAll writes the rest of wbuf (Write's state); false: the socket is
 // full.
 func (s *stream) writeAll(fd uintptr) bool {

@@ -139,3 +139,47 @@ func openFDs(t *testing.T) int {
 	}
 	return len(es)
 }
+
+// TryWrite writes what the socket takes and returns at once when it is
+// full, never waiting; what it wrote arrives whole and in order, and on a
+// closed stream it fails.
+func TestStreamTryWriteNeverWaits(t *testing.T) {
+	a, b := streamPair(t)
+	big := bytes.Repeat([]byte("0123456789abcdef"), 1<<18) // 4 MiB: far over the socket's buffer
+	done := make(chan struct{})
+	var sent []byte
+	go func() {
+		defer close(done)
+		for p := big; len(p) > 0; {
+			n, err := a.TryWrite(p)
+			if err != nil {
+				t.Errorf("TryWrite: %v", err)
+				return
+			}
+			sent = append(sent, p[:n]...)
+			if n < len(p) {
+				return // full
+			}
+			p = p[n:]
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("TryWrite waited on a full socket")
+	}
+	if len(sent) == 0 || len(sent) >= len(big) {
+		t.Fatalf("TryWrite took %d of %d bytes into an unread socket, want some but not all", len(sent), len(big))
+	}
+	got := make([]byte, len(sent))
+	if _, err := io.ReadFull(b, got); err != nil || !bytes.Equal(got, sent) {
+		t.Fatalf("reading what TryWrite took: %v", err)
+	}
+	if a.armed || ready(t, a.out) {
+		t.Fatal("TryWrite armed the wait for room")
+	}
+	a.Close()
+	if _, err := a.TryWrite([]byte("x")); err == nil {
+		t.Fatal("TryWrite to a closed stream succeeded")
+	}
+}

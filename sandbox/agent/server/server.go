@@ -522,7 +522,7 @@ func (s *server) serveInline(id uint32, req wire.Request, end func(*wire.WireErr
 			if end != nil {
 				end(werr)
 			}
-			s.enqueue(encodeReply(id, result, werr, blob))
+			s.answer(encodeReply(id, result, werr, blob))
 		}
 	}()
 	o, ok := operations[req.Op]
@@ -538,6 +538,63 @@ func (s *server) serveInline(id uint32, req wire.Request, end func(*wire.WireErr
 func (s *server) replyError(id uint32, e *wire.WireError) {
 	b, _ := json.Marshal(wire.Reply{Error: e})
 	s.enqueue(wire.AppendFrame(nil, id, wire.FrameReply, b))
+}
+
+// tryWriter is a stream that can write without waiting for room (the
+// local backend's, sandbox/local/stream.go).
+type tryWriter interface {
+	// TryWrite writes as much of p as the stream takes now: n < len(p)
+	// with a nil error means it is full.
+	TryWrite(p []byte) (n int, err error)
+}
+
+// answer sends the frames of a request the read loop answered itself:
+// written at once when no other write is under way and the stream takes
+// them without waiting, else handed to writeLoop; either way the read
+// loop never waits for the stream (see server.queue).
+//
+// Why not always writeLoop: the reply then went out only after the read
+// loop had gone back to the stream (a read that finds it empty), parked,
+// and the scheduler had switched to writeLoop: a goroutine hand-off and
+// a system call on every small reply's path. Measured per 1 KB
+// Files.ReadFile (BenchmarkRead1KBCost's loop, builds alternated, host
+// and agent placed on one CPU with taskset so that the load of others
+// moves them least, load 2.6-3.5): the agent's CPU time 16.9-21.5 µs
+// (median 18.0) -> 16.3-18.1 µs (median 17.0).
+func (s *server) answer(frames []byte) {
+	tw, ok := s.conn.(tryWriter)
+	if !ok || !s.wmu.TryLock() {
+		s.enqueue(frames)
+		return
+	}
+	if s.dead {
+		s.wmu.Unlock()
+		return // as write: the stream is gone
+	}
+	n, err := tw.TryWrite(frames)
+	switch {
+	case err != nil:
+		s.writeFailed(err)
+		s.wmu.Unlock()
+	case n == len(frames):
+		s.wmu.Unlock()
+	case n == 0:
+		s.wmu.Unlock()
+		s.enqueue(frames)
+	default:
+		// The stream took part of a frame: nothing else may be written
+		// before the rest, so wmu stays locked until a goroutine of its
+		// own, which may wait for room, has written the rest. (Not
+		// writeLoop: it may itself be waiting for wmu.) A stream this full
+		// is rare; a goroutine then costs nothing that matters.
+		rest := frames[n:]
+		go func() {
+			defer s.wmu.Unlock()
+			if _, err := s.conn.Write(rest); err != nil {
+				s.writeFailed(err)
+			}
+		}()
+	}
 }
 
 // enqueue hands encoded frames to writeLoop. It never blocks on the
@@ -598,12 +655,17 @@ func (s *server) write(buf []byte) error {
 		return io.ErrClosedPipe
 	}
 	if _, err := s.conn.Write(buf); err != nil {
-		s.dead = true
-		s.werr = err
-		s.conn.Close()
+		s.writeFailed(err)
 		return err
 	}
 	return nil
+}
+
+// writeFailed closes the stream after a failed write (wmu held).
+func (s *server) writeFailed(err error) {
+	s.dead = true
+	s.werr = err
+	s.conn.Close()
 }
 
 // closedByWrite reports whether the stream was closed because a write

@@ -11,6 +11,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -47,6 +49,13 @@ func servePair(t *testing.T, opts ServeOptions, hello wire.Hello) (*agent.Client
 // stream, for tests that write frames the client would not.
 func servePairConn(t *testing.T, opts ServeOptions, hello wire.Hello) (*agent.Client, <-chan error, net.Conn) {
 	t.Helper()
+	return servePairWrapped(t, opts, hello, func(c net.Conn) io.ReadWriteCloser { return c })
+}
+
+// servePairWrapped is servePairConn with the agent's end of the stream
+// wrapped by wrap.
+func servePairWrapped(t *testing.T, opts ServeOptions, hello wire.Hello, wrap func(net.Conn) io.ReadWriteCloser) (*agent.Client, <-chan error, net.Conn) {
+	t.Helper()
 	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -66,7 +75,7 @@ func servePairConn(t *testing.T, opts ServeOptions, hello wire.Hello) (*agent.Cl
 		opts.Logf = t.Logf
 	}
 	served := make(chan error, 1)
-	go func() { served <- Serve(a, opts) }()
+	go func() { served <- Serve(wrap(a), opts) }()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	c, err := agent.Dial(ctx, b, hello)
@@ -109,7 +118,27 @@ func wireCode(err error) driver.Code {
 // moving. The agent once wrote inline replies on its read loop and the
 // client wrote acks on its reader, and the two blocked on each other.
 func TestFloodingOutputWithStdinAndStatsCompletes(t *testing.T) {
-	c, _ := pair(t, t.TempDir())
+	t.Run("queued", func(t *testing.T) {
+		c, _ := pair(t, t.TempDir())
+		testFloodingOutputWithStdinAndStats(t, c)
+	})
+	// Over a stream that can write without waiting, as the local
+	// backend's, the read loop writes its replies itself (answer) — and
+	// must still never wait for room: the stream is full most of the time
+	// here. Cut short at 5 bytes, every reply goes out part way through a
+	// frame, and writeLoop finishes it.
+	for _, limit := range []int{0, 5} {
+		t.Run(fmt.Sprintf("inline,cut=%d", limit), func(t *testing.T) {
+			tc := &tryConn{limit: limit}
+			c, _, _ := servePairWrapped(t, ServeOptions{}, wire.Hello{Workspace: t.TempDir(), Env: []string{"PATH=/usr/bin:/bin"}},
+				func(a net.Conn) io.ReadWriteCloser { tc.Conn = a; return tc })
+			testFloodingOutputWithStdinAndStats(t, c)
+			tc.check(t)
+		})
+	}
+}
+
+func testFloodingOutputWithStdinAndStats(t *testing.T, c *agent.Client) {
 	sink, err := c.Start("exec", wire.ExecRequest{Args: []string{"/bin/sh", "-c", "cat > /dev/null"}, Stdin: true, TimeoutMs: 120000}, agent.Handlers{})
 	if err != nil {
 		t.Fatal(err)
@@ -198,9 +227,17 @@ func TestOversizeReplyIsTooLargeAndAgentLives(t *testing.T) {
 }
 
 // BenchmarkRead1KB: one small fs.read round trip over a socketpair, the
-// path Files.Read takes (answered on the agent's read loop, then queued to
-// its writer).
+// path Files.Read takes (answered on the agent's read loop): queued to
+// its writer over a plain socket, written by the read loop itself over a
+// stream with TryWrite (the local backend's).
 func BenchmarkRead1KB(b *testing.B) {
+	b.Run("queued", func(b *testing.B) { benchmarkRead1KB(b, func(c net.Conn) io.ReadWriteCloser { return c }) })
+	b.Run("inline", func(b *testing.B) {
+		benchmarkRead1KB(b, func(c net.Conn) io.ReadWriteCloser { return &tryConn{Conn: c} })
+	})
+}
+
+func benchmarkRead1KB(b *testing.B, wrap func(net.Conn) io.ReadWriteCloser) {
 	dir := b.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "k.bin"), make([]byte, 1024), 0o644); err != nil {
 		b.Fatal(err)
@@ -211,7 +248,7 @@ func BenchmarkRead1KB(b *testing.B) {
 	}
 	a, _ := net.FileConn(os.NewFile(uintptr(fds[0]), "agent"))
 	cc, _ := net.FileConn(os.NewFile(uintptr(fds[1]), "client"))
-	go Serve(a, ServeOptions{})
+	go Serve(wrap(a), ServeOptions{})
 	c, err := agent.Dial(context.Background(), cc, wire.Hello{Workspace: dir})
 	if err != nil {
 		b.Fatal(err)
@@ -391,11 +428,20 @@ func TestAgentWriteFailureEndsTheStream(t *testing.T) {
 		{"write fails", nil, "injected write failure"},
 		{"client gone", syscall.EPIPE, ""},
 	} {
-		t.Run(tc.name, func(t *testing.T) { testAgentWriteFailure(t, tc.err, tc.wantErr) })
+		t.Run(tc.name, func(t *testing.T) { testAgentWriteFailure(t, tc.err, tc.wantErr, false) })
+		// The same when the read loop writes its replies itself
+		// (server.answer over a stream with TryWrite).
+		t.Run(tc.name+",inline", func(t *testing.T) { testAgentWriteFailure(t, tc.err, tc.wantErr, true) })
 	}
 }
 
-func testAgentWriteFailure(t *testing.T, werr error, wantErr string) {
+// failingTryConn is a failingConn with TryWrite, which fails as its
+// Write does.
+type failingTryConn struct{ *failingConn }
+
+func (c failingTryConn) TryWrite(p []byte) (int, error) { return c.Write(p) }
+
+func testAgentWriteFailure(t *testing.T, werr error, wantErr string, inline bool) {
 	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -406,8 +452,12 @@ func testAgentWriteFailure(t *testing.T, werr error, wantErr string) {
 	fa.Close()
 	fb.Close()
 	fc := &failingConn{Conn: a, err: werr}
+	var conn io.ReadWriteCloser = fc
+	if inline {
+		conn = failingTryConn{fc}
+	}
 	served := make(chan error, 1)
-	go func() { served <- Serve(fc, ServeOptions{Logf: t.Logf}) }()
+	go func() { served <- Serve(conn, ServeOptions{Logf: t.Logf}) }()
 	c, err := agent.Dial(context.Background(), b, wire.Hello{Workspace: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)

@@ -18,7 +18,3 @@ var Alive = alive
 
 // TagBase is tagBase.
 const TagBase = tagBase
-
-// FillSpares makes the spare output pipes a start takes (spares), so that
-// a count of the process's descriptors includes them.
-func FillSpares() { spares.fill() }

@@ -76,6 +76,13 @@ type stream struct {
 	werr         error
 	writeFn      func(uintptr) bool
 	inUseErr     error // inFn's error from use
+
+	// Hangup's watch: an epoll instance of its own that watches the
+	// socket for the peer's hang-up only, made on the first call.
+	hupMu     sync.Mutex
+	hup       chan struct{}
+	hupFile   *os.File
+	hupClosed bool // Close ran: no watch is started any more
 }
 
 // newStream wraps f, a non-blocking socket. It takes the socket out of the
@@ -354,11 +361,73 @@ func (s *stream) writeAll(fd uintptr) bool {
 	return true
 }
 
+// Hangup returns a channel closed once the peer has hung up (the agent's
+// end closed: it died or exited) or the stream was closed; data arriving
+// does not close it (agent.Hanger: the client's idle watch for the
+// agent's death, which then needs no read of the stream). The watch is an
+// epoll instance of its own that watches the socket for EPOLLRDHUP only,
+// in the runtime's poller: a goroutine parked on it is woken by nothing
+// but the hang-up (an epoll instance passes on only the events it was
+// asked for, and EPOLLHUP/EPOLLERR).
+func (s *stream) Hangup() <-chan struct{} {
+	s.hupMu.Lock()
+	defer s.hupMu.Unlock()
+	if s.hup != nil {
+		return s.hup
+	}
+	s.hup = make(chan struct{})
+	if s.hupClosed {
+		close(s.hup)
+		return s.hup
+	}
+	f, rc, err := newEpoll("sandboxkit-stream-hup")
+	if err == nil {
+		var ctlErr error
+		if _, uerr := s.use(func(fd uintptr) bool {
+			ctlErr = rc.Control(func(ep uintptr) {
+				ctlErr = unix.EpollCtl(int(ep), unix.EPOLL_CTL_ADD, int(fd), &unix.EpollEvent{Events: unix.EPOLLRDHUP})
+			})
+			return true
+		}); uerr != nil {
+			ctlErr = uerr
+		}
+		if ctlErr != nil {
+			f.Close()
+			err = ctlErr
+		}
+	}
+	if err != nil {
+		// No watch (nil): the client then reads an idle stream to see
+		// the agent's death, as over any other stream (linger).
+		s.hup = nil
+		return nil
+	}
+	s.hupFile = f
+	hup := s.hup
+	go func() {
+		var evs [1]unix.EpollEvent
+		// Until the instance is ready (the hang-up), or closed with the
+		// stream (Read fails).
+		rc.Read(func(ep uintptr) bool {
+			n, err := unix.EpollWait(int(ep), evs[:], 0)
+			return n > 0 || (err != nil && err != unix.EINTR)
+		})
+		close(hup)
+	}()
+	return hup
+}
+
 // Close closes the socket; a Read or Write parked on it returns an error.
 // Closing the epoll instances wakes the parked calls; the socket itself
 // is closed once no call uses its descriptor.
 func (s *stream) Close() error {
 	s.closeOnce.Do(func() {
+		s.hupMu.Lock()
+		s.hupClosed = true
+		if s.hupFile != nil {
+			s.hupFile.Close() // ends the watch (Hangup)
+		}
+		s.hupMu.Unlock()
 		s.in.Close()
 		s.out.Close()
 		s.mu.Lock()

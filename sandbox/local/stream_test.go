@@ -183,3 +183,45 @@ func TestStreamTryWriteNeverWaits(t *testing.T) {
 		t.Fatal("TryWrite to a closed stream succeeded")
 	}
 }
+
+// Hangup's channel closes when the peer hangs up, not when data arrives;
+// the watch ends, and leaves no descriptor open, when the stream closes.
+func TestStreamHangup(t *testing.T) {
+	fdsBefore := openFDs(t)
+	a, b := streamPair(t)
+	hup := a.Hangup()
+	if hup == nil {
+		t.Fatal("no hang-up watch")
+	}
+	if _, err := b.Write([]byte("data")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Read(make([]byte, 16)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-hup:
+		t.Fatal("Hangup closed when data arrived")
+	case <-time.After(50 * time.Millisecond):
+	}
+	b.Close()
+	select {
+	case <-hup:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Hangup did not close when the peer closed its end")
+	}
+	// Closing the stream ends a watch that never fired.
+	c, d := streamPair(t)
+	hup2 := c.Hangup()
+	c.Close()
+	select {
+	case <-hup2:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Hangup did not close with the stream")
+	}
+	a.Close()
+	d.Close()
+	if n := openFDs(t); n != fdsBefore {
+		t.Fatalf("%d descriptors open after closing the streams, %d before", n, fdsBefore)
+	}
+}

@@ -37,9 +37,14 @@ func benchNew(b *testing.B) *sandbox.Sandbox {
 	return sb
 }
 
+// runTrue runs /bin/true in the sandbox: by its path, as the floors (exec,
+// bwrap) run it, so that both do the same work. ("true" would make the
+// agent search $PATH, which the floors' exec of /bin/true does not;
+// BenchmarkFloorCommandRun in ./sandbox compares "true" with
+// exec.Command("true"), both searching.)
 func runTrue(b *testing.B, sb *sandbox.Sandbox) {
 	b.Helper()
-	res, err := sb.Commands.Run(context.Background(), sandbox.Command{Args: []string{"true"}})
+	res, err := sb.Commands.Run(context.Background(), sandbox.Command{Args: []string{"/bin/true"}})
 	if err != nil || res.ExitCode != 0 {
 		b.Fatalf("true in the sandbox: %v, %+v", err, res)
 	}

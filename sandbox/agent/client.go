@@ -50,7 +50,13 @@ type Client struct {
 	conn  io.ReadWriteCloser
 	hello wire.HelloReply
 
-	wmu sync.Mutex
+	// wsem is the stream's write lock (capacity 1): a channel, not a
+	// mutex, so that a caller waiting behind a write blocked on an agent
+	// that reads nothing gives up at its own deadline (lockWrite).
+	wsem chan struct{}
+	// wdl interrupts a blocked Write (nil: the stream has no write
+	// deadline, and writes with a deadline go on a goroutine; writeCtx).
+	wdl interface{ SetWriteDeadline(time.Time) error }
 
 	// Credit returned to the agent gathers in acks and ackLoop sends it.
 	// The reader never writes: a write can block while the agent, its own
@@ -188,7 +194,11 @@ func Dial(ctx context.Context, conn io.ReadWriteCloser, h wire.Hello) (*Client, 
 			return nil, r.err
 		}
 		c := &Client{conn: conn, hello: r.rep, calls: map[uint32]*Call{}, dead: make(chan struct{}),
-			acks: map[uint32]int{}, awake: make(chan struct{}, 1), bgWake: make(chan struct{}, 1)}
+			acks: map[uint32]int{}, awake: make(chan struct{}, 1), bgWake: make(chan struct{}, 1),
+			wsem: make(chan struct{}, 1)}
+		if wdl, ok := conn.(interface{ SetWriteDeadline(time.Time) error }); ok && wdl.SetWriteDeadline(time.Time{}) == nil {
+			c.wdl = wdl // (a connection without deadlines says so by an error)
+		}
 		c.tunnel = tunnel.New(c.send, c.write, tunnel.Addr("egress proxy "+r.rep.Proxy))
 		var src io.Reader = conn
 		if r.rep.ProxyHandoff {
@@ -222,25 +232,145 @@ func Dial(ctx context.Context, conn io.ReadWriteCloser, h wire.Hello) (*Client, 
 	}
 }
 
+// lockWrite takes the stream's write lock, or gives up when ctx ends
+// (its error) or the stream is gone.
+func (c *Client) lockWrite(ctx context.Context) error {
+	select {
+	case c.wsem <- struct{}{}:
+		return nil
+	default:
+	}
+	select {
+	case c.wsem <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-c.dead:
+		return c.Err()
+	}
+}
+
+func (c *Client) unlockWrite() { <-c.wsem }
+
 // write writes encoded frames with one Write (the tunnel's ConnData).
 func (c *Client) write(frames []byte) error {
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
+	return c.writeCtx(context.Background(), frames, 0)
+}
+
+// errNotSent wraps a caller's context error when nothing of its frames
+// went out: the request never reached the agent.
+type errNotSent struct{ error }
+
+func (e errNotSent) Unwrap() error { return e.error }
+
+// writeCtx writes encoded frames with one Write, giving up when ctx ends.
+// Why: an agent that reads nothing (stopped, frozen, or hostile) leaves a
+// write bigger than the stream's buffers (an 8 MB Files.Write) blocked
+// for good, and, under the write lock, every later call behind it: the
+// callers' deadlines passed unnoticed and the whole sandbox hung until
+// Close (TestCallsKeepTheirDeadlinesWhileTheAgentStopsReading).
+//
+// The write runs on the caller's goroutine, interrupted at ctx's end by
+// a write deadline where the stream has one (the local socketpair,
+// Docker's connection). If nothing was sent the caller gets ctx's error
+// wrapped in errNotSent. If part of the frames went out, the stream
+// cannot be left with half a frame: a goroutine keeps the lock and sends
+// the rest, then the Cancel of request cancelID (0: none), and the caller
+// gets ctx's error at once. A stream without a write
+// deadline (Kubernetes') writes on a goroutine whenever ctx can end.
+func (c *Client) writeCtx(ctx context.Context, frames []byte, cancelID uint32) error {
+	if err := c.lockWrite(ctx); err != nil {
+		return errNotSent{err}
+	}
 	if err := c.Err(); err != nil {
+		c.unlockWrite()
 		return err
 	}
-	if _, err := c.conn.Write(frames); err != nil {
-		return fmt.Errorf("%w: %v", ErrDead, err)
+	if ctx.Done() == nil {
+		defer c.unlockWrite()
+		if _, err := c.conn.Write(frames); err != nil {
+			return fmt.Errorf("%w: %v", ErrDead, err)
+		}
+		return nil
 	}
-	return nil
+	if c.wdl == nil {
+		done := make(chan error, 1)
+		go func() {
+			_, err := c.conn.Write(frames)
+			if err == nil && cancelID != 0 {
+				// The caller may have gone: its cancel follows.
+				select {
+				case <-ctx.Done():
+					_, err = c.conn.Write(wire.AppendFrame(nil, cancelID, wire.FrameCancel, nil))
+				default:
+				}
+			}
+			c.unlockWrite()
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if err != nil {
+				return fmt.Errorf("%w: %v", ErrDead, err)
+			}
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	var (
+		mu              sync.Mutex
+		fired, finished bool
+	)
+	stop := context.AfterFunc(ctx, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if !finished {
+			fired = true
+			_ = c.wdl.SetWriteDeadline(time.Unix(1, 0))
+		}
+	})
+	n, err := c.conn.Write(frames)
+	stop()
+	mu.Lock()
+	finished = true
+	interrupted := fired
+	mu.Unlock()
+	if interrupted {
+		_ = c.wdl.SetWriteDeadline(time.Time{})
+	}
+	switch {
+	case err == nil:
+		c.unlockWrite()
+		return nil
+	case !interrupted || !errors.Is(err, os.ErrDeadlineExceeded):
+		c.unlockWrite()
+		return fmt.Errorf("%w: %v", ErrDead, err)
+	case n == 0:
+		c.unlockWrite()
+		return errNotSent{ctx.Err()}
+	}
+	rest := frames[n:len(frames):len(frames)]
+	if cancelID != 0 {
+		rest = wire.AppendFrame(rest, cancelID, wire.FrameCancel, nil)
+	}
+	go func() {
+		defer c.unlockWrite()
+		if _, err := c.conn.Write(rest); err != nil {
+			c.conn.Close() // half a frame: the stream is unusable
+		}
+	}()
+	return ctx.Err()
 }
 
 // writeWith runs fn with the stream's write lock held: the tunnel writes
 // a spliced ConnData frame in parts. A failure may leave half a frame, so
 // it ends the stream.
 func (c *Client) writeWith(fn func(io.Writer) error) error {
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
+	if err := c.lockWrite(context.Background()); err != nil {
+		return err
+	}
+	defer c.unlockWrite()
 	if err := c.Err(); err != nil {
 		return err
 	}
@@ -568,8 +698,8 @@ func (c *Client) waitDirect(ctx context.Context, call *Call) (json.RawMessage, e
 	cancelled := func() bool { return false }
 	if ctx.Done() != nil {
 		stop := context.AfterFunc(ctx, func() {
+			time.AfterFunc(cancelGrace, func() { c.interrupt(call) })
 			call.Cancel()
-			time.AfterFunc(2*time.Second, func() { c.interrupt(call) })
 		})
 		cancelled = func() bool { return !stop() }
 	}
@@ -740,26 +870,30 @@ func (call *Call) finish(rep wire.Reply, err error) {
 }
 
 func (c *Client) send(id uint32, t wire.FrameType, payload []byte) error {
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	if err := c.Err(); err != nil {
-		return err
+	return c.sendCtx(context.Background(), id, t, payload)
+}
+
+// sendCtx is send, giving up when ctx ends (writeCtx).
+func (c *Client) sendCtx(ctx context.Context, id uint32, t wire.FrameType, payload []byte) error {
+	if len(payload) > wire.MaxPayload {
+		return fmt.Errorf("%w: frame of %d bytes exceeds the %d byte limit", wire.ErrProtocol, len(payload), wire.MaxPayload)
 	}
-	if err := wire.WriteFrame(c.conn, id, t, payload); err != nil {
-		return fmt.Errorf("%w: %v", ErrDead, err)
-	}
-	return nil
+	return c.writeCtx(ctx, wire.AppendFrame(make([]byte, 0, wire.HeaderSize+len(payload)), id, t, payload), 0)
 }
 
 // Start sends a request and returns at once; the reply arrives through
 // Call.Wait.
 func (c *Client) Start(op string, args any, h Handlers) (*Call, error) {
-	return c.start(op, args, h, true)
+	return c.start(context.Background(), op, args, h, true)
 }
 
 // start sends a request; an async call's reply is read by the background
 // reader, a direct one's by its caller (waitDirect).
-func (c *Client) start(op string, args any, h Handlers, async bool) (*Call, error) {
+//
+// A request that ctx ends before it is written (an agent that reads
+// nothing) fails with ctx's error; one ctx ends while it is written is
+// finished in the background and followed by its Cancel (writeCtx).
+func (c *Client) start(ctx context.Context, op string, args any, h Handlers, async bool) (*Call, error) {
 	frame, err := encodeRequest(op, args)
 	if err != nil {
 		return nil, err
@@ -785,7 +919,7 @@ func (c *Client) start(op string, args any, h Handlers, async bool) (*Call, erro
 	}
 	c.mu.Unlock()
 	binary.BigEndian.PutUint32(frame[4:8], call.id)
-	if err := c.write(frame); err != nil {
+	if err := c.writeCtx(ctx, frame, call.id); err != nil {
 		c.mu.Lock()
 		if _, inFlight := c.calls[call.id]; inFlight {
 			delete(c.calls, call.id)
@@ -844,7 +978,7 @@ func (c *Client) Do(ctx context.Context, op string, args, out any) error {
 	// the stream and its wait can be ended: ctx cannot be cancelled, or a
 	// deadline interrupts the read.
 	direct := c.direct && (ctx.Done() == nil || c.deadliner != nil)
-	call, err := c.start(op, args, Handlers{}, !direct)
+	call, err := c.start(ctx, op, args, Handlers{}, !direct)
 	if err != nil {
 		return err
 	}
@@ -877,7 +1011,7 @@ func (c *Client) Do(ctx context.Context, op string, args, out any) error {
 // A call that must also send input (Call.Write) uses Start.
 func (c *Client) DoStreaming(ctx context.Context, op string, args any, h Handlers) (json.RawMessage, error) {
 	direct := c.direct && (ctx.Done() == nil || c.deadliner != nil)
-	call, err := c.start(op, args, h, !direct)
+	call, err := c.start(ctx, op, args, h, !direct)
 	if err != nil {
 		return nil, err
 	}
@@ -930,17 +1064,28 @@ func (call *Call) WaitContext(ctx context.Context) (json.RawMessage, error) {
 	case <-call.done:
 		return call.Wait()
 	case <-ctx.Done():
+		grace := time.NewTimer(cancelGrace) // from now: Cancel itself may wait for the stream
+		defer grace.Stop()
 		call.Cancel()
 		select {
 		case <-call.done:
-		case <-time.After(2 * time.Second):
+		case <-grace.C:
 		}
 		return nil, ctx.Err()
 	}
 }
 
-// Cancel asks the agent to abandon the request (killing its process).
-func (call *Call) Cancel() { _ = call.c.send(call.id, wire.FrameCancel, nil) }
+// Cancel asks the agent to abandon the request (killing its process). It
+// gives up after cancelGrace when the stream takes nothing (an agent that
+// reads nothing), as the callers' waits for the agent's answer do.
+func (call *Call) Cancel() {
+	ctx, stop := context.WithTimeout(context.Background(), cancelGrace)
+	defer stop()
+	_ = call.c.sendCtx(ctx, call.id, wire.FrameCancel, nil)
+}
+
+// cancelGrace bounds how long a cancelled call waits for the agent.
+const cancelGrace = 2 * time.Second
 
 // Signal sends a signal to the request's process.
 func (call *Call) Signal(sr wire.SignalRequest) error {
@@ -994,11 +1139,7 @@ func (c *Client) ackLoop() {
 		if len(buf) == 0 {
 			continue
 		}
-		c.wmu.Lock()
-		if c.Err() == nil {
-			_, _ = c.conn.Write(buf) // a failed write ends the reader too
-		}
-		c.wmu.Unlock()
+		_ = c.write(buf) // a failed write ends the reader too
 	}
 }
 

@@ -816,6 +816,12 @@ func newStream(hj types.HijackedResponse, wg *sync.WaitGroup, end func() error) 
 func (s *stream) Read(p []byte) (int, error)  { return s.pr.Read(p) }
 func (s *stream) Write(p []byte) (int, error) { return s.hj.Conn.Write(p) }
 
+// SetWriteDeadline interrupts a Write blocked on an agent that reads
+// nothing (agent.Client gives up at its caller's deadline); an error when
+// the engine's connection has no deadlines (then the client writes on a
+// goroutine instead).
+func (s *stream) SetWriteDeadline(t time.Time) error { return s.hj.Conn.SetWriteDeadline(t) }
+
 // Close ends the agent's stdin (it exits on EOF) and the connection.
 func (s *stream) Close() error {
 	s.once.Do(func() {

@@ -99,3 +99,30 @@ func readCmdline(pid int) string {
 	}
 	return string(b)
 }
+
+// TestCallsKeepTheirDeadlinesWhileTheAgentStopsReading runs
+// sandboxtest.StalledAgent on a Docker sandbox, stopping the agent (the
+// container's first process) with SIGSTOP from the host: the attach
+// connection's writes fill and block as the local socketpair's do.
+func TestCallsKeepTheirDeadlinesWhileTheAgentStopsReading(t *testing.T) {
+	d := newTestDriver(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	sb, err := sandbox.New(ctx, sandbox.WithDriver(d), sandbox.WithOwner("sandboxkit-docker-test"))
+	if err != nil {
+		t.Fatalf("sandbox.New: %v", err)
+	}
+	t.Cleanup(func() { sb.Close() })
+	ins, err := d.cli.ContainerInspect(ctx, sb.Info().Extra["container_id"])
+	if err != nil || ins.State == nil || ins.State.Pid <= 0 {
+		t.Fatalf("inspect: %v", err)
+	}
+	pid := ins.State.Pid
+	sandboxtest.StalledAgent(t, sb,
+		func() {
+			if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+				t.Fatal(err)
+			}
+		},
+		func() { syscall.Kill(pid, syscall.SIGCONT) })
+}

@@ -446,6 +446,12 @@ func (s *stream) Close() error {
 // whose agent does not answer).
 func (s *stream) SetReadDeadline(t time.Time) error { return s.in.SetReadDeadline(t) }
 
+// SetWriteDeadline sets the deadline of Write's wait for room: the agent
+// client interrupts a write to an agent that reads nothing with it, at the
+// caller's deadline (agent.Client.writeCtx). A Write it ends returns
+// os.ErrDeadlineExceeded with the count of bytes it wrote.
+func (s *stream) SetWriteDeadline(t time.Time) error { return s.out.SetReadDeadline(t) }
+
 // SyscallConn returns a RawConn of the socket, whose waits are the
 // stream's, for splice (syscall.Conn).
 func (s *stream) SyscallConn() (syscall.RawConn, error) { return s.rawConnShared, nil }

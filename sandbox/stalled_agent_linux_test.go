@@ -1,0 +1,34 @@
+package sandbox_test
+
+import (
+	"context"
+	"strconv"
+	"syscall"
+	"testing"
+
+	"github.com/sandboxkit/sandboxkit/sandbox"
+	"github.com/sandboxkit/sandboxkit/sandbox/sandboxtest"
+)
+
+// TestCallsKeepTheirDeadlinesWhileTheAgentStopsReading runs
+// sandboxtest.StalledAgent on the local backend, stopping the agent with
+// SIGSTOP. On the old client the 8 MB Files.Write with a 2 s deadline had
+// not returned after 30 s.
+func TestCallsKeepTheirDeadlinesWhileTheAgentStopsReading(t *testing.T) {
+	sb, err := sandbox.New(context.Background(), sandbox.AllowWeaker(sandbox.TierLandlock, sandbox.TierProcess))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sb.Close() })
+	pid, err := strconv.Atoi(sb.Info().Extra["agent_pid"])
+	if err != nil {
+		t.Skipf("the backend does not name its agent's process: %v", err)
+	}
+	sandboxtest.StalledAgent(t, sb,
+		func() {
+			if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+				t.Fatal(err)
+			}
+		},
+		func() { syscall.Kill(pid, syscall.SIGCONT) })
+}

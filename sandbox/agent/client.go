@@ -257,12 +257,6 @@ func (c *Client) write(frames []byte) error {
 	return c.writeCtx(context.Background(), frames, 0)
 }
 
-// errNotSent wraps a caller's context error when nothing of its frames
-// went out: the request never reached the agent.
-type errNotSent struct{ error }
-
-func (e errNotSent) Unwrap() error { return e.error }
-
 // writeCtx writes encoded frames with one Write, giving up when ctx ends.
 // Why: an agent that reads nothing (stopped, frozen, or hostile) leaves a
 // write bigger than the stream's buffers (an 8 MB Files.Write) blocked
@@ -273,14 +267,14 @@ func (e errNotSent) Unwrap() error { return e.error }
 // The write runs on the caller's goroutine, interrupted at ctx's end by
 // a write deadline where the stream has one (the local socketpair,
 // Docker's connection). If nothing was sent the caller gets ctx's error
-// wrapped in errNotSent. If part of the frames went out, the stream
-// cannot be left with half a frame: a goroutine keeps the lock and sends
-// the rest, then the Cancel of request cancelID (0: none), and the caller
-// gets ctx's error at once. A stream without a write
+// (the request never reached the agent). If part of the frames went out,
+// the stream cannot be left with half a frame: a goroutine keeps the
+// lock and sends the rest, then the Cancel of request cancelID (0: none),
+// and the caller gets ctx's error at once. A stream without a write
 // deadline (Kubernetes') writes on a goroutine whenever ctx can end.
 func (c *Client) writeCtx(ctx context.Context, frames []byte, cancelID uint32) error {
 	if err := c.lockWrite(ctx); err != nil {
-		return errNotSent{err}
+		return err
 	}
 	if err := c.Err(); err != nil {
 		c.unlockWrite()
@@ -348,7 +342,7 @@ func (c *Client) writeCtx(ctx context.Context, frames []byte, cancelID uint32) e
 		return fmt.Errorf("%w: %v", ErrDead, err)
 	case n == 0:
 		c.unlockWrite()
-		return errNotSent{ctx.Err()}
+		return ctx.Err()
 	}
 	rest := frames[n:len(frames):len(frames)]
 	if cancelID != 0 {

@@ -36,7 +36,10 @@
 //     Timeout field, and 0 means the sandbox's Limits.Timeout.
 //   - Every call that talks to the sandbox takes a context.Context first;
 //     cancelling it abandons the call (and, for calls that run code,
-//     interrupts the code). Accessors of state the Sandbox value holds
+//     interrupts the code), within about 2 s even when the sandbox's
+//     agent has stopped reading (a stopped, frozen or hostile agent):
+//     the call ends with SBX_TIMEOUT and later calls are not stuck
+//     behind it. Accessors of state the Sandbox value holds
 //     (ID, Info, Shell.ID, Shells.Get, Commands.Job) take none, and Close
 //     methods follow io.Closer.
 //   - Errors come last and are *Error values with a stable Code

@@ -933,15 +933,26 @@ func (c *Client) start(ctx context.Context, op string, args any, h Handlers, asy
 // scan and copy the arguments once more), and the header goes in front.
 func encodeRequest(op string, args any) ([]byte, error) {
 	buf := make([]byte, wire.HeaderSize, 128)
-	buf = append(buf, `{"op":`...)
+	// The fast encoders (wire/fast.go) where they apply: encoding/json's
+	// code runs cold in a call after a pause.
 	var err error
-	if buf, err = appendJSON(buf, op); err != nil {
-		return nil, err
+	b, ok := wire.AppendRequestOp(buf, op)
+	if !ok {
+		if b, err = appendJSON(append(buf, `{"op":`...), op); err != nil {
+			return nil, err
+		}
 	}
+	buf = b
 	if args != nil {
 		buf = append(buf, `,"args":`...)
-		if buf, err = appendJSON(buf, args); err != nil {
-			return nil, fmt.Errorf("agent: encoding %s arguments: %w", op, err)
+		ok := false
+		if fa, isFast := args.(wire.FastAppender); isFast {
+			buf, ok = fa.AppendJSONFast(buf)
+		}
+		if !ok {
+			if buf, err = appendJSON(buf, args); err != nil {
+				return nil, fmt.Errorf("agent: encoding %s arguments: %w", op, err)
+			}
 		}
 	}
 	buf = append(buf, '}')
@@ -986,7 +997,9 @@ func (c *Client) Do(ctx context.Context, op string, args, out any) error {
 		return err
 	}
 	if out != nil && len(res) > 0 {
-		if err := json.Unmarshal(res, out); err != nil {
+		if fu, ok := out.(wire.FastUnmarshaler); ok && fu.UnmarshalFast(res) {
+			// wire/fast.go
+		} else if err := json.Unmarshal(res, out); err != nil {
 			return fmt.Errorf("%w: bad %s result: %v", wire.ErrProtocol, op, err)
 		}
 		if br, ok := out.(blobReceiver); ok && call.blob != nil {

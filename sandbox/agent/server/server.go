@@ -291,10 +291,12 @@ func splitList(p string) []string {
 func (s *server) dispatch(f wire.Frame) error {
 	switch f.Type {
 	case wire.FrameRequest:
-		var req wire.Request
-		if err := json.Unmarshal(f.Payload, &req); err != nil {
-			s.replyError(f.ID, wire.Errorf(wire.CodeInvalidArgument, "malformed request: %v", err))
-			return nil
+		req, ok := wire.ParseRequestFast(f.Payload) // the client's shape (wire/fast.go)
+		if !ok {
+			if err := json.Unmarshal(f.Payload, &req); err != nil {
+				s.replyError(f.ID, wire.Errorf(wire.CodeInvalidArgument, "malformed request: %v", err))
+				return nil
+			}
 		}
 		var end func(*wire.WireError)
 		if s.observe != nil {
@@ -469,9 +471,15 @@ func (s *server) reply(id uint32, result any, werr *wire.WireError, blob []byte)
 func encodeReply(id uint32, result any, werr *wire.WireError, blob []byte) []byte {
 	var res []byte
 	if werr == nil && result != nil {
-		var err error
-		if res, err = json.Marshal(result); err != nil {
-			werr = wire.Errorf(wire.CodeInternal, "encoding reply: %v", err)
+		ok := false
+		if fa, isFast := result.(wire.FastAppender); isFast {
+			res, ok = fa.AppendJSONFast(nil) // wire/fast.go
+		}
+		if !ok {
+			var err error
+			if res, err = json.Marshal(result); err != nil {
+				werr = wire.Errorf(wire.CodeInternal, "encoding reply: %v", err)
+			}
 		}
 	}
 	n := len("{}")
@@ -698,6 +706,9 @@ func decodeArgs[T any](req wire.Request) (T, *wire.WireError) {
 	var v T
 	if len(req.Args) == 0 {
 		return v, nil
+	}
+	if fu, ok := any(&v).(wire.FastUnmarshaler); ok && fu.UnmarshalFast(req.Args) {
+		return v, nil // wire/fast.go
 	}
 	if err := json.Unmarshal(req.Args, &v); err != nil {
 		return v, wire.Errorf(wire.CodeInvalidArgument, "bad arguments for %s: %v", req.Op, err)

@@ -236,7 +236,7 @@ func (c *Commands) run(ctx context.Context, cmd Command) (*Result, error) {
 		raw, err = sb.client.DoStreaming(ctx, wire.OpExec.Name, req, h)
 	} else {
 		var call *agent.Call
-		if call, err = sb.client.Start(wire.OpExec.Name, req, h); err != nil {
+		if call, err = sb.client.StartContext(ctx, wire.OpExec.Name, req, h); err != nil {
 			return nil, wrapErr(op, err)
 		}
 		go func() {

@@ -202,6 +202,8 @@ func wrapErr(op string, err error) error {
 			return &Error{Code: CodeDead, Op: op, Message: "the sandbox's agent is gone: " + cause, Err: err, errShown: true}
 		}
 		return &Error{Code: CodeDead, Op: op, Message: "the sandbox's agent is gone (the sandbox died or was killed); create a new sandbox", Err: err, errShown: true}
+	case errors.Is(err, agent.ErrStalled):
+		return &Error{Code: CodeTimeout, Op: op, Message: "the sandbox's agent has not read anything for a while (it is stopped, frozen or hung), so the call was not sent: try again later, or close the sandbox and create a new one", Err: err}
 	case errors.Is(err, context.DeadlineExceeded):
 		return &Error{Code: CodeTimeout, Op: op, Message: "the caller's context deadline passed", Err: err}
 	case errors.Is(err, context.Canceled):

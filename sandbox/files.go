@@ -381,7 +381,7 @@ func (f *Files) copyIn(ctx context.Context, dir string, tarStream io.Reader) err
 	if err := checkNewNames(op, dir); err != nil {
 		return err
 	}
-	call, err := f.sb.client.Start(wire.OpFSCopyIn.Name, wire.FSPathRequest{Path: dir}, agent.Handlers{})
+	call, err := f.sb.client.StartContext(ctx, wire.OpFSCopyIn.Name, wire.FSPathRequest{Path: dir}, agent.Handlers{})
 	if err != nil {
 		return wrapErr(op, err)
 	}
@@ -451,7 +451,7 @@ func (f *Files) copyOut(ctx context.Context, path string, w io.Writer) error {
 	chunks := make(chan []byte, 2*wire.Window/(32<<10))
 	var mu sync.Mutex
 	finished := false
-	call, err := f.sb.client.Start(wire.OpFSCopyOut.Name, wire.FSPathRequest{Path: path}, agent.Handlers{
+	call, err := f.sb.client.StartContext(ctx, wire.OpFSCopyOut.Name, wire.FSPathRequest{Path: path}, agent.Handlers{
 		ManualAck: true,
 		OnData: func(_ wire.FrameType, b []byte) {
 			mu.Lock()

@@ -69,7 +69,7 @@ func (sb *Sandbox) startProc(ctx context.Context, op string, argv, env []string,
 			}
 		}
 	}
-	call, err := sb.client.Start(wire.OpExec.Name, wire.ExecRequest{Args: argv, Env: env, Dir: dir, Stdin: true, Pty: pty, Events: true}, h)
+	call, err := sb.client.StartContext(ctx, wire.OpExec.Name, wire.ExecRequest{Args: argv, Env: env, Dir: dir, Stdin: true, Pty: pty, Events: true}, h)
 	if err != nil {
 		return nil, wrapErr(op, err)
 	}

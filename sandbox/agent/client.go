@@ -29,6 +29,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sandboxkit/sandboxkit/sandbox/agent/internal/tunnel"
@@ -44,6 +45,17 @@ var ErrDead = errors.New("sandbox agent is gone")
 // ErrDead) holds.
 var ErrClosed = fmt.Errorf("%w: the client closed the stream", ErrDead)
 
+// ErrStalled is returned by a write with no deadline of its own (input to
+// a process, credit, a tunnel's bytes) that waited stallWait for the
+// stream while an earlier request, whose caller gave up, was still being
+// written to an agent that reads nothing (stopped, frozen or hostile).
+// Nothing of the write was sent; the stream is intact.
+var ErrStalled = errors.New("the sandbox's agent has not read its stream for a while (it is stopped, frozen or hung)")
+
+// stallWait is how long a write with no deadline waits for a stalled
+// stream (ErrStalled): the same grace a cancelled call gives the agent.
+const stallWait = cancelGrace
+
 // Client speaks the agent protocol from the host side. It is safe for
 // concurrent use; each call gets its own request id on the shared stream.
 type Client struct {
@@ -57,6 +69,10 @@ type Client struct {
 	// wdl interrupts a blocked Write (nil: the stream has no write
 	// deadline, and writes with a deadline go on a goroutine; writeCtx).
 	wdl interface{ SetWriteDeadline(time.Time) error }
+	// stalled counts requests whose callers gave up and that are still
+	// being written in the background (writeCtx); meanwhile writes with
+	// no deadline wait for the lock at most stallWait.
+	stalled atomic.Int32
 
 	// Credit returned to the agent gathers in acks and ackLoop sends it.
 	// The reader never writes: a write can block while the agent, its own
@@ -240,6 +256,18 @@ func (c *Client) lockWrite(ctx context.Context) error {
 		return nil
 	default:
 	}
+	if ctx.Done() == nil && c.stalled.Load() > 0 {
+		t := time.NewTimer(stallWait)
+		defer t.Stop()
+		select {
+		case c.wsem <- struct{}{}:
+			return nil
+		case <-t.C:
+			return ErrStalled
+		case <-c.dead:
+			return c.Err()
+		}
+	}
 	select {
 	case c.wsem <- struct{}{}:
 		return nil
@@ -288,8 +316,20 @@ func (c *Client) writeCtx(ctx context.Context, frames []byte, cancelID uint32) e
 		return nil
 	}
 	if c.wdl == nil {
+		var (
+			mu            sync.Mutex
+			gaveUp, ended bool
+		)
 		done := make(chan error, 1)
 		go func() {
+			defer func() {
+				mu.Lock()
+				ended = true
+				if gaveUp {
+					c.stalled.Add(-1)
+				}
+				mu.Unlock()
+			}()
 			_, err := c.conn.Write(frames)
 			if err == nil && cancelID != 0 {
 				// The caller may have gone: its cancel follows.
@@ -309,6 +349,12 @@ func (c *Client) writeCtx(ctx context.Context, frames []byte, cancelID uint32) e
 			}
 			return nil
 		case <-ctx.Done():
+			mu.Lock()
+			if !ended {
+				gaveUp = true
+				c.stalled.Add(1) // until the goroutine ends
+			}
+			mu.Unlock()
 			return ctx.Err()
 		}
 	}
@@ -348,8 +394,10 @@ func (c *Client) writeCtx(ctx context.Context, frames []byte, cancelID uint32) e
 	if cancelID != 0 {
 		rest = wire.AppendFrame(rest, cancelID, wire.FrameCancel, nil)
 	}
+	c.stalled.Add(1)
 	go func() {
 		defer c.unlockWrite()
+		defer c.stalled.Add(-1)
 		if _, err := c.conn.Write(rest); err != nil {
 			c.conn.Close() // half a frame: the stream is unusable
 		}
@@ -881,6 +929,13 @@ func (c *Client) Start(op string, args any, h Handlers) (*Call, error) {
 	return c.start(context.Background(), op, args, h, true)
 }
 
+// StartContext is Start, giving up when ctx ends before the request is
+// written (an agent that reads nothing; see writeCtx). ctx bounds only the
+// sending: the call itself lives on until its reply or Cancel.
+func (c *Client) StartContext(ctx context.Context, op string, args any, h Handlers) (*Call, error) {
+	return c.start(ctx, op, args, h, true)
+}
+
 // start sends a request; an async call's reply is read by the background
 // reader, a direct one's by its caller (waitDirect).
 //
@@ -1146,7 +1201,20 @@ func (c *Client) ackLoop() {
 		if len(buf) == 0 {
 			continue
 		}
-		_ = c.write(buf) // a failed write ends the reader too
+		if err := c.write(buf); errors.Is(err, ErrStalled) {
+			// Nothing was sent: keep the credit for the next try (lost,
+			// the calls' output would stall for good once the agent
+			// reads again), and try again.
+			c.amu.Lock()
+			for id, n := range acks {
+				c.acks[id] += n
+			}
+			c.amu.Unlock()
+			select {
+			case c.awake <- struct{}{}:
+			default:
+			}
+		} // any other failure ends the reader too
 	}
 }
 

@@ -5,7 +5,6 @@ package sandbox
 import (
 	"context"
 	"fmt"
-	"os"
 	"runtime"
 	"strconv"
 	"strings"
@@ -13,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sandboxkit/sandboxkit/internal/proctest"
 )
 
 // The agent client lets a call read its own reply from the stream (the
@@ -40,39 +41,6 @@ func agentPID(t *testing.T, sb *Sandbox) int {
 	return pid
 }
 
-// stopProcess stops process pid (SIGSTOP) and waits until every one of
-// its threads has stopped. A group stop is not done when kill returns:
-// the kernel wakes one thread, which then stops the others, and until it
-// has run (on an idle vCPU of this VM, 100 µs and more) the rest go on
-// serving — a call made at once was answered in 1 run out of 4-13.
-func stopProcess(t *testing.T, pid int) {
-	t.Helper()
-	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	dir := "/proc/" + strconv.Itoa(pid) + "/task/"
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
-		tasks, err := os.ReadDir(dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		stopped := 0
-		for _, task := range tasks {
-			// The state follows the command's closing parenthesis.
-			st, err := os.ReadFile(dir + task.Name() + "/stat")
-			if i := strings.LastIndexByte(string(st), ')'); err == nil && i >= 0 && i+2 < len(st) && (st[i+2] == 'T' || st[i+2] == 't') {
-				stopped++
-			}
-		}
-		if stopped == len(tasks) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d threads of process %d stopped 10 s after SIGSTOP", stopped, len(tasks), pid)
-		}
-	}
-}
-
 // A call whose caller gives up on a hung agent (stopped: it reads nothing)
 // returns the caller's error after the agent's grace to confirm the
 // cancel, and once the agent goes on, the sandbox answers as before.
@@ -83,7 +51,7 @@ func TestRealAgentCancelledCallOnAHungAgentReturns(t *testing.T) {
 		t.Fatal(err)
 	}
 	pid := agentPID(t, sb)
-	stopProcess(t, pid)
+	proctest.Stop(t, pid)
 	cctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 	done := make(chan error, 1)
 	go func() {

@@ -6,6 +6,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/sandboxkit/sandboxkit/internal/proctest"
 	"github.com/sandboxkit/sandboxkit/sandbox"
 	"github.com/sandboxkit/sandboxkit/sandbox/sandboxtest"
 )
@@ -25,10 +26,6 @@ func TestCallsKeepTheirDeadlinesWhileTheAgentStopsReading(t *testing.T) {
 		t.Skipf("the backend does not name its agent's process: %v", err)
 	}
 	sandboxtest.StalledAgent(t, sb,
-		func() {
-			if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
-				t.Fatal(err)
-			}
-		},
+		func() { proctest.Stop(t, pid) },
 		func() { syscall.Kill(pid, syscall.SIGCONT) })
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandboxkit/sandboxkit/internal/proctest"
 	"github.com/sandboxkit/sandboxkit/sandbox"
 	"github.com/sandboxkit/sandboxkit/sandbox/sandboxtest"
 )
@@ -119,10 +120,6 @@ func TestCallsKeepTheirDeadlinesWhileTheAgentStopsReading(t *testing.T) {
 	}
 	pid := ins.State.Pid
 	sandboxtest.StalledAgent(t, sb,
-		func() {
-			if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
-				t.Fatal(err)
-			}
-		},
+		func() { proctest.Stop(t, pid) },
 		func() { syscall.Kill(pid, syscall.SIGCONT) })
 }

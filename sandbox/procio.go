@@ -138,11 +138,15 @@ func (p *agentProc) SignalForeground(sig syscall.Signal) error {
 	return p.call.Signal(wire.SignalRequest{Signal: int(sig), Foreground: true})
 }
 
-// Kill ends the process and everything it started.
+// Kill ends the process and everything it started. Its error says the
+// kill could not be sent (agent.ErrStalled: the agent reads nothing and
+// the stream is still taken by a given-up request); the engines then try
+// again until the call ends, so that the process dies once the agent
+// reads again.
 func (p *agentProc) Kill() error {
-	_ = p.call.Signal(wire.SignalRequest{Signal: int(syscall.SIGKILL), Group: true})
+	err := p.call.Signal(wire.SignalRequest{Signal: int(syscall.SIGKILL), Group: true})
 	p.call.Cancel()
-	return nil
+	return err
 }
 
 // Wait returns the exit code once the process has ended.

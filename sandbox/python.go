@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sandboxkit/sandboxkit/sandbox/agent"
 	"github.com/sandboxkit/sandboxkit/sandbox/pykernel"
 )
 
@@ -366,12 +367,20 @@ func (p *Python) run(ctx context.Context, code string, opts PythonRunOptions) (*
 		ex.OutputFile = opts.OutputFile
 	}
 	if err != nil {
+		if cerr := ctx.Err(); cerr != nil && ex == nil && errors.Is(err, pykernel.ErrStart) {
+			// Starting the context's process (the restart of one that was
+			// given up, when the sandbox did not answer) ran into the
+			// caller's deadline: that is the caller's timeout, not a
+			// missing Python.
+			return nil, &Error{Code: CodeOf(wrapErr(op, cerr)), Op: op, Err: err,
+				Message: "the caller's context ended while the Python context's process was starting: " + strings.TrimPrefix(err.Error(), "pykernel: ")}
+		}
 		return ex, p.err(op, err)
 	}
 	if ex != nil && ex.TimedOut {
 		msg := "the code ran past its %s timeout and was interrupted (KeyboardInterrupt); the context's state was kept"
 		if ex.StateLost {
-			msg = "the code ran past its %s timeout and ignored the interrupt: the context was killed and restarted, and ALL ITS STATE WAS LOST"
+			msg = "the code ran past its %s timeout and ignored the interrupt (or the sandbox did not answer): the context's process was killed and ALL ITS STATE WAS LOST; the context runs on in a fresh process"
 		}
 		return ex, newError(CodeTimeout, op, msg, timeout)
 	}
@@ -456,6 +465,10 @@ func pyErr(op string, err error) error {
 	}
 	msg := strings.TrimPrefix(err.Error(), "pykernel: ")
 	switch {
+	case errors.Is(err, agent.ErrStalled):
+		// The code could not be sent: the agent reads nothing (the kernel's
+		// message says what became of the context).
+		return &Error{Code: CodeTimeout, Op: op, Message: msg, Err: err}
 	case errors.Is(err, pykernel.ErrNoContext):
 		return &Error{Code: CodeNotFound, Op: op, Message: msg, Err: err}
 	case errors.Is(err, pykernel.ErrContextExists):

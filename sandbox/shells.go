@@ -296,6 +296,8 @@ func shellErr(op string, err error) error {
 		return &Error{Code: CodeEnded, Op: op, Message: msg, Err: err}
 	case errors.Is(err, shell.ErrNotFound):
 		return &Error{Code: CodeNotFound, Op: op, Message: msg, Err: err}
+	case errors.Is(err, shell.ErrNotAnswering):
+		return &Error{Code: CodeTimeout, Op: op, Message: msg + " (the sandbox's agent is not answering: it is stopped, frozen or hung)", Err: err}
 	case errors.Is(err, shell.ErrBadInput), errors.Is(err, shell.ErrNotRunning):
 		return &Error{Code: CodeInvalidArgument, Op: op, Message: msg, Err: err}
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):

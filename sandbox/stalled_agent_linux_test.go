@@ -29,3 +29,24 @@ func TestCallsKeepTheirDeadlinesWhileTheAgentStopsReading(t *testing.T) {
 		func() { proctest.Stop(t, pid) },
 		func() { syscall.Kill(pid, syscall.SIGCONT) })
 }
+
+// TestCloseEndsWhatAStoppedAgentLeft runs sandboxtest.StalledAgentClose on
+// the local backend: Close on a stopped agent (SIGSTOP, never resumed)
+// after a Python context and a bash session were given up.
+func TestCloseEndsWhatAStoppedAgentLeft(t *testing.T) {
+	sb, err := sandbox.New(context.Background(), sandbox.AllowWeaker(sandbox.TierLandlock, sandbox.TierProcess))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sb.Close() })
+	pid, err := strconv.Atoi(sb.Info().Extra["agent_pid"])
+	if err != nil {
+		t.Skipf("the backend does not name its agent's process: %v", err)
+	}
+	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGCONT) })
+	sandboxtest.StalledAgentClose(t, sb, func() {
+		if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+	})
+}

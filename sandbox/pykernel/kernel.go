@@ -35,10 +35,15 @@ type Proc interface {
 	// the driver's process group, as Jupyter does, so that a child process
 	// the code is waiting for (os.system, subprocess) is interrupted too.
 	Signal(sig syscall.Signal) error
-	// Kill sends SIGKILL to the driver and everything it started.
+	// Kill sends SIGKILL to the driver and everything it started. An error
+	// means the kill was not sent; the kernel tries again while the
+	// process's end is not reported.
 	Kill() error
 	// Wait waits for the driver to exit and returns its exit code. It may be
-	// called more than once and returns the same result each time.
+	// called more than once and returns the same result each time. A Proc
+	// whose end is not reported within 2 s of Kill (its host stopped
+	// answering) is given up: the run returns, the context loses its
+	// state, and Wait, Stdout and Stdin are left to end in the background.
 	Wait() (exitCode int, err error)
 }
 
@@ -422,7 +427,7 @@ func (r *runState) loop(ctx context.Context, req request, timeout time.Duration)
 		select {
 		case m, ok := <-r.p.msgs:
 			if !ok {
-				return r.died()
+				return r.died(nil)
 			}
 			if done := r.handle(m); done != nil {
 				return done()
@@ -430,7 +435,7 @@ func (r *runState) loop(ctx context.Context, req request, timeout time.Duration)
 		case err := <-werr:
 			werr = nil
 			if err != nil {
-				return r.died()
+				return r.died(err)
 			}
 		case <-deadline.C:
 			r.ex.TimedOut = true
@@ -584,16 +589,26 @@ func (r *runState) finish() (*Execution, error) {
 	return r.ex, nil
 }
 
-// died handles the process exiting on its own during a run.
-func (r *runState) died() (*Execution, error) {
-	r.p.teardown()
-	code, _ := r.p.wait()
+// died handles the process exiting on its own during a run, or a request
+// that could not be written to it (cause: the write's error, else nil).
+// When the Proc does not report the process's end either (teardown gave
+// it up: the sandbox's agent reads nothing), the kernel is left without a
+// process and says so; the next run of a Contexts starts a fresh one.
+func (r *runState) died(cause error) (*Execution, error) {
+	ended := r.p.teardown()
+	code := -1
+	if ended {
+		code, _ = r.p.wait()
+	}
 	k := r.k
 	k.mu.Lock()
 	closed := k.closed
 	if k.p == r.p {
 		k.p = nil
 		k.dead = fmt.Errorf("exit code %d during run %d", code, r.ex.Count)
+		if !ended {
+			k.dead = fmt.Errorf("the process could not be reached during run %d and was given up", r.ex.Count)
+		}
 	}
 	k.mu.Unlock()
 	if closed {
@@ -601,15 +616,55 @@ func (r *runState) died() (*Execution, error) {
 		return r.ex, ErrClosed
 	}
 	r.ex.StateLost = true
+	if !ended {
+		why := "its output stopped"
+		if cause != nil {
+			why = "the code could not be sent to it: " + cause.Error()
+		}
+		r.notice(fmt.Sprintf("[sandboxkit: the Python process could not be reached (%s); it was killed, and its end was not "+
+			"confirmed within %v: its state is lost, and the next run starts a fresh process]\n", why, killGrace))
+		r.collect()
+		if cause != nil {
+			return r.ex, fmt.Errorf("%w: the process could not be reached during run %d; the next run starts a fresh one: %w", ErrDied, r.ex.Count, cause)
+		}
+		return r.ex, fmt.Errorf("%w: the process could not be reached during run %d; the next run starts a fresh one", ErrDied, r.ex.Count)
+	}
 	r.notice(fmt.Sprintf("[sandboxkit: the Python process died (exit code %d); its state is lost]\n", code))
 	r.collect()
 	return r.ex, fmt.Errorf("%w: exit code %d during run %d; call Restart", ErrDied, code, r.ex.Count)
 }
 
-// killAndRestart handles code that did not stop after the interrupt.
+// killAndRestart handles code that did not stop after the interrupt. When
+// the killed process's end is not reported within killGrace (the sandbox's
+// agent reads nothing), no new process is started now: that start would
+// wait for the same agent, up to StartTimeout (30 s), past the caller's
+// deadline. The kernel is left without a process instead, and the next
+// run of a Contexts starts a fresh one (a Kernel's own Run says to call
+// Restart).
 func (r *runState) killAndRestart(ctx context.Context) (*Execution, error) {
-	r.p.teardown()
+	ended := r.p.teardown()
 	r.ex.StateLost = true
+	if !ended {
+		k := r.k
+		k.mu.Lock()
+		if k.p == r.p {
+			k.p = nil
+			k.dead = fmt.Errorf("the process was killed during run %d and its end was not confirmed", r.ex.Count)
+		}
+		closed := k.closed
+		k.mu.Unlock()
+		r.notice(fmt.Sprintf("[sandboxkit: the code did not stop within %v of the interrupt, and the Python process did not "+
+			"confirm its end within %v of being killed (the sandbox is not answering): the process was given up, its state is "+
+			"lost (all variables and imports of this context are gone), and the next run starts a fresh process]\n", k.opts.InterruptGrace, killGrace))
+		r.collect()
+		if closed {
+			return r.ex, ErrClosed
+		}
+		if r.ex.Interrupted {
+			return r.ex, fmt.Errorf("pykernel: run interrupted: %w", r.ctxErr)
+		}
+		return r.ex, nil
+	}
 	r.notice(fmt.Sprintf("[sandboxkit: the code did not stop within %v of the interrupt; the Python process "+
 		"was killed and restarted: state lost (all variables and imports of this context are gone)]\n", r.k.opts.InterruptGrace))
 	r.collect()

@@ -30,6 +30,7 @@ type process struct {
 	writers    sync.WaitGroup
 
 	stopOnce sync.Once
+	gone     chan struct{} // made by the first teardown; closed once the process and its goroutines are gone
 	waitOnce sync.Once
 	code     int
 	waitErr  error
@@ -82,12 +83,15 @@ func (p *process) awaitReady(ctx context.Context, python string, werr <-chan err
 	var sendErr error
 	var gone <-chan time.Time // set when sending the driver hit a closed pipe
 	fail := func(sentinel error, format string, args ...any) (*process, Info, error) {
-		p.teardown()
-		code, _ := p.wait()
+		ended := p.teardown()
 		msg := fmt.Sprintf(format, args...)
 		if len(junk) > 0 {
 			msg += "; it printed: " + strings.Join(junk, "\n")
 		}
+		if !ended {
+			return nil, Info{}, fmt.Errorf("%w: %s (killed; its end was not reported within %v)", sentinel, msg, killGrace)
+		}
+		code, _ := p.wait()
 		return nil, Info{}, fmt.Errorf("%w: %s (exit code %d)", sentinel, msg, code)
 	}
 	for {
@@ -174,14 +178,69 @@ func (p *process) write(data []byte) <-chan error {
 	return errc
 }
 
-// teardown kills the process and waits until none of its goroutines is left.
-// It is idempotent and safe to call concurrently.
-func (p *process) teardown() {
-	p.stopOnce.Do(func() { close(p.stop) })
-	_ = p.proc.Kill()
-	_, _ = p.wait()
+// killGrace bounds how long teardown waits, after Kill, for the Proc to
+// report the process's end. A killed process ends within milliseconds
+// where its Proc answers (SIGKILL cannot be caught; the sandbox's agent
+// reports the exit as soon as it reaps it), so 2 s is ample under load.
+// It is the same grace the agent client gives a cancelled call
+// (agent.cancelGrace). A Proc that does not report the end in time is
+// behind an agent that stopped reading its stream (SIGSTOP, frozen,
+// hostile): its Wait returned only when the sandbox closed, and Run hung
+// with it (a Python.Run with a 2 s deadline had not returned after 30 s).
+const killGrace = 2 * time.Second
+
+// teardown kills the process and waits until none of its goroutines is
+// left, or for killGrace when the Proc does not report the process's end:
+// then the process is given up and teardown reports false. The end is
+// still awaited in the background (Kill is sent again while it fails, so
+// that a process whose agent reads again is killed then), and the
+// goroutines end when the Proc reports the end or fails (the sandbox
+// closes). It is idempotent and safe to call concurrently; p.wait's result
+// is final once teardown reported true.
+func (p *process) teardown() bool {
+	p.stopOnce.Do(func() {
+		close(p.stop)
+		p.gone = make(chan struct{})
+		killed := make(chan error, 1)
+		go func() { killed <- p.proc.Kill() }()
+		go p.collect(killed)
+	})
+	t := time.NewTimer(killGrace)
+	defer t.Stop()
+	select {
+	case <-p.gone:
+		return true
+	case <-t.C:
+		return false
+	}
+}
+
+// collect waits for the killed process's end and for its goroutines, and
+// closes p.gone. A Kill that failed (it could not be sent) is tried again
+// every killGrace until one is sent or the process has ended.
+func (p *process) collect(killed chan error) {
+	waited := make(chan struct{})
+	go func() {
+		_, _ = p.wait()
+		close(waited)
+	}()
+	var retry <-chan time.Time
+	for done := false; !done; {
+		select {
+		case <-waited:
+			done = true
+		case err := <-killed:
+			if err != nil {
+				retry = time.After(killGrace)
+			}
+		case <-retry:
+			retry = nil
+			go func() { killed <- p.proc.Kill() }()
+		}
+	}
 	<-p.readerDone
 	p.writers.Wait()
+	close(p.gone)
 }
 
 func (p *process) wait() (int, error) {

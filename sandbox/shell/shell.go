@@ -64,7 +64,7 @@ type PTY interface {
 	Write(p []byte) (int, error)               // bytes typed into the terminal (master side)
 	Read(p []byte) (int, error)                // terminal output (master side); io.EOF once the process is gone and output drained
 	SignalForeground(sig syscall.Signal) error // signal the terminal's foreground process group
-	Kill() error                               // SIGKILL the whole session (everything it started)
+	Kill() error                               // SIGKILL the whole session (everything it started); an error means it was not sent (Close tries again)
 	Wait() (exitCode int, err error)
 }
 
@@ -84,6 +84,10 @@ var (
 	ErrNotRunning = errors.New("shell: no command is running")
 	// ErrBadInput: the command or input cannot be sent as given.
 	ErrBadInput = errors.New("shell: bad input")
+	// ErrNotAnswering: Close killed the shell, but the PTY did not report
+	// its end in time (what runs it stopped answering); the session is
+	// closed all the same.
+	ErrNotAnswering = errors.New("shell: the terminal is not answering")
 )
 
 // Defaults used when the corresponding field is zero.
@@ -485,10 +489,43 @@ func (s *Session) Close() error {
 	}
 	s.mu.Unlock()
 	err := s.pty.Kill()
-	<-s.waiterDone
-	s.writes.Wait()
-	return err
+	gone := make(chan struct{})
+	go func() {
+		<-s.waiterDone
+		s.writes.Wait()
+		close(gone)
+	}()
+	t := time.NewTimer(closeGrace)
+	defer t.Stop()
+	select {
+	case <-gone:
+		return err
+	case <-t.C:
+	}
+	// The PTY does not report the shell's end: whatever runs it stopped
+	// answering (a sandbox's agent that reads nothing: SIGSTOP, frozen,
+	// hostile). Close used to wait for that end for good. The session is
+	// closed for its callers now; its goroutines end when the PTY does
+	// (when its sandbox closes, at the latest), and a kill that could not
+	// be sent is sent again until then, so that the shell dies once the
+	// agent reads again.
+	go func() {
+		for kerr := err; kerr != nil; kerr = s.pty.Kill() {
+			select {
+			case <-gone:
+				return
+			case <-time.After(closeGrace):
+			}
+		}
+	}()
+	return fmt.Errorf("%w: session %s is closed and its shell was killed, but its end was not confirmed within %v", ErrNotAnswering, s.id, closeGrace)
 }
+
+// closeGrace bounds how long Close waits for the shell's end after the
+// kill. A killed shell ends within milliseconds where its PTY answers
+// (SIGKILL cannot be caught); 2 s is ample under load and is the grace the
+// sandbox's agent client gives a cancelled call.
+const closeGrace = 2 * time.Second
 
 // await waits until the command finishes, the session ends, ctx is done, or
 // new output ends in a prompt and stays quiet for Options.Settle, then

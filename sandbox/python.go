@@ -58,7 +58,11 @@ type PythonRunOptions struct {
 // was) and TimedOut or Interrupted is set. If the code did not stop within
 // the grace period, the process was killed and a fresh one started:
 // StateLost is true and every variable, import and file handle of the
-// context is gone.
+// context is gone. When the sandbox's agent stopped reading (a stopped,
+// frozen or hostile agent), a run returns at its deadline plus the 2 s
+// interrupt grace plus 2 s for the kill to be confirmed, with StateLost
+// and SBX_TIMEOUT; the killed process is given up and the context's next
+// run starts a fresh one.
 type Execution struct {
 	// Count is this run's execution count in the context: 1, 2, 3, ...
 	Count int

@@ -277,7 +277,10 @@ func (sh *Shell) Wait(ctx context.Context, opt ShellWaitOptions) (ShellResult, e
 	return sh.result(res), shellErr(op, err)
 }
 
-// Close ends the session and kills everything it started.
+// Close ends the session and kills everything it started. On a sandbox
+// whose agent stopped reading it returns SBX_TIMEOUT after 2 s: the
+// session is closed, and the kill reaches the shell once the agent reads
+// again (or the sandbox closes).
 func (sh *Shell) Close() error { return shellErr("Shell.Close", sh.sb.Shells.Close(sh.ID())) }
 
 func shellErr(op string, err error) error {

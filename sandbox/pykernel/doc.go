@@ -32,8 +32,13 @@
 // within Options.InterruptGrace (it swallows the interrupt, ignores SIGINT,
 // or sits in a long C call) is killed with its process group and the context
 // restarts in a fresh process; the Execution then has StateLost set and its
-// Stderr says so. Contexts adds named contexts with a default one made on
-// first use.
+// Stderr says so. When the Proc does not report the killed process's end
+// within 2 s (the sandbox's agent stopped reading: SIGSTOP, frozen,
+// hostile), the process is given up instead of waited for: the run returns
+// (at its deadline plus InterruptGrace plus those 2 s) with StateLost,
+// nothing is restarted then (a start would wait for the same agent), and
+// the context's next run starts a fresh process. Contexts adds named
+// contexts with a default one made on first use.
 //
 // Semantics worth knowing: sys.stdout, sys.stderr, sys.stdin, fds 0-2 and the
 // SIGINT handler are reset before every run (a cell cannot break the next

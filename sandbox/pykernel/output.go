@@ -125,7 +125,8 @@ type Execution struct {
 	Interrupted bool
 	// StateLost is set when the Python process was killed (the code ignored
 	// the interrupt, or the process died) and the context now runs in a fresh
-	// process with no state.
+	// process with no state (or, when the Proc did not report the end of
+	// the killed process, will on its next run).
 	StateLost bool
 	// DroppedBytes counts output bytes cut beyond Options.MaxOutputBytes:
 	// a stream keeps its start and its end, and a marker line where its

@@ -478,7 +478,10 @@ func (s *Session) Wait(ctx context.Context, timeout time.Duration) (Result, erro
 }
 
 // Close kills the shell and everything it started, and releases the
-// terminal. It is safe to call more than once.
+// terminal. It is safe to call more than once. When the PTY does not report
+// the shell's end within 2 s of the kill (whatever runs it stopped
+// answering), Close returns ErrNotAnswering: the session is closed, and the
+// rest ends in the background when the PTY does.
 func (s *Session) Close() error {
 	s.mu.Lock()
 	if !s.closed {

@@ -123,3 +123,28 @@ func TestCallsKeepTheirDeadlinesWhileTheAgentStopsReading(t *testing.T) {
 		func() { proctest.Stop(t, pid) },
 		func() { syscall.Kill(pid, syscall.SIGCONT) })
 }
+
+// TestCloseEndsWhatAStoppedAgentLeft runs sandboxtest.StalledAgentClose on
+// a Docker sandbox whose agent (the container's first process) is stopped
+// with SIGSTOP from the host and never resumed.
+func TestCloseEndsWhatAStoppedAgentLeft(t *testing.T) {
+	d := newTestDriver(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	sb, err := sandbox.New(ctx, sandbox.WithDriver(d), sandbox.WithOwner("sandboxkit-docker-test"))
+	if err != nil {
+		t.Fatalf("sandbox.New: %v", err)
+	}
+	t.Cleanup(func() { sb.Close() })
+	ins, err := d.cli.ContainerInspect(ctx, sb.Info().Extra["container_id"])
+	if err != nil || ins.State == nil || ins.State.Pid <= 0 {
+		t.Fatalf("inspect: %v", err)
+	}
+	pid := ins.State.Pid
+	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGCONT) })
+	sandboxtest.StalledAgentClose(t, sb, func() {
+		if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+	})
+}

@@ -44,9 +44,5 @@ func TestCloseEndsWhatAStoppedAgentLeft(t *testing.T) {
 		t.Skipf("the backend does not name its agent's process: %v", err)
 	}
 	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGCONT) })
-	sandboxtest.StalledAgentClose(t, sb, func() {
-		if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
-			t.Fatal(err)
-		}
-	})
+	sandboxtest.StalledAgentClose(t, sb, func() { proctest.Stop(t, pid) })
 }

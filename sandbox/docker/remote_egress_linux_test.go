@@ -142,9 +142,5 @@ func TestCloseEndsWhatAStoppedAgentLeft(t *testing.T) {
 	}
 	pid := ins.State.Pid
 	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGCONT) })
-	sandboxtest.StalledAgentClose(t, sb, func() {
-		if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
-			t.Fatal(err)
-		}
-	})
+	sandboxtest.StalledAgentClose(t, sb, func() { proctest.Stop(t, pid) })
 }

@@ -29,10 +29,12 @@ func TestCloseEndsAStalledStreamCarryingEgress(t *testing.T) {
 	h := sandboxtest.NewEgressHost(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
+	t0 := time.Now()
 	sb, err := sandbox.New(ctx, sandbox.WithDriver(d), sandbox.WithOwner("sandboxkit-docker-test"), sandbox.WithEgress(h.EgressPolicy()))
 	if err != nil {
 		t.Fatalf("sandbox.New: %v", err)
 	}
+	t.Logf("sandbox.New over TCP took %v", time.Since(t0).Round(time.Millisecond))
 	closed := make(chan error, 1)
 	started := false
 	t.Cleanup(func() {
@@ -54,12 +56,14 @@ func TestCloseEndsAStalledStreamCarryingEgress(t *testing.T) {
 	if _, err := sb.Commands.Start(ctx, sandbox.Command{Args: []string{"sh", "-c", script}}); err != nil {
 		t.Fatal(err)
 	}
+	t0 = time.Now()
 	for h.Conns() < 16 {
 		if ctx.Err() != nil {
 			t.Fatalf("the downloads did not start: %d connections", h.Conns())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	t.Logf("16 downloads under way after %v", time.Since(t0).Round(time.Millisecond))
 	ins, err := d.cli.ContainerInspect(ctx, id)
 	if err != nil || ins.State == nil || ins.State.Pid <= 0 {
 		t.Fatalf("inspect %s: %v", id, err)
@@ -76,9 +80,11 @@ func TestCloseEndsAStalledStreamCarryingEgress(t *testing.T) {
 	// so a second is many times what the buffers hold.
 	time.Sleep(time.Second)
 	started = true
+	t0 = time.Now()
 	go func() { closed <- sb.Close() }()
 	select {
 	case <-closed:
+		t.Logf("Close returned after %v", time.Since(t0).Round(time.Millisecond))
 	case <-time.After(60 * time.Second):
 		syscall.Kill(pid, syscall.SIGCONT)
 		t.Fatal("Close did not return within 60 s of a stalled agent's stream carrying egress")
@@ -90,6 +96,8 @@ func TestCloseEndsAStalledStreamCarryingEgress(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	t.Logf("container gone %v after Close began", time.Since(t0).Round(time.Millisecond))
+	t.Cleanup(func() { t.Logf("cleanups done %v after Close began", time.Since(t0).Round(time.Millisecond)) })
 }
 
 // readCmdline returns /proc/PID/cmdline, "" without the process.

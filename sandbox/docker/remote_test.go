@@ -32,8 +32,25 @@ func tcpEndpoint(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var wg sync.WaitGroup
-	t.Cleanup(func() { ln.Close(); wg.Wait() })
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		conns = map[net.Conn]bool{}
+	)
+	// At the end the engine's side may still be busy with a connection
+	// the test's client has closed (an attach whose stdin the engine
+	// stopped reading when a stopped agent filled it: the forwarder then
+	// waits in its write to the engine for minutes), so the forwarder
+	// drops what is left instead of waiting for it.
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		for c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -42,10 +59,22 @@ func tcpEndpoint(t *testing.T) string {
 			if err != nil {
 				return
 			}
+			mu.Lock()
+			conns[c] = true
+			mu.Unlock()
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				proxy(c, sock)
+				var u net.Conn
+				proxy(c, sock, func(e net.Conn) {
+					mu.Lock()
+					conns[e], u = true, e
+					mu.Unlock()
+				})
+				mu.Lock()
+				delete(conns, c)
+				delete(conns, u)
+				mu.Unlock()
 			}()
 		}
 	}()
@@ -274,12 +303,16 @@ func TestRemoteEngineOverSSH(t *testing.T) {
 	remoteSmoke(t, d, host)
 }
 
-func proxy(c net.Conn, sock string) {
+// proxy carries c to the engine's unix socket sock both ways; dialled
+// learns of the connection to the engine (the forwarder drops both at the
+// end).
+func proxy(c net.Conn, sock string, dialled func(net.Conn)) {
 	defer c.Close()
 	u, err := net.Dial("unix", sock)
 	if err != nil {
 		return
 	}
+	dialled(u)
 	defer u.Close()
 	done := make(chan struct{}, 2)
 	go func() { io.Copy(u, c); u.(*net.UnixConn).CloseWrite(); done <- struct{}{} }()

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -44,8 +45,13 @@ func StalledAgent(t *testing.T, sb *sandbox.Sandbox, stop, resume func()) {
 	if hasPython {
 		// The kernel runs before the agent stops: the cell below is sent
 		// to a live process.
-		if _, err := sb.Python.Run(ctx, "x = 41", sandbox.PythonRunOptions{}); err != nil {
-			t.Fatalf("Python.Run before the stop: %v", err)
+		if err := sb.Python.Create(ctx, "second"); err != nil {
+			t.Fatalf("Python.Create before the stop: %v", err)
+		}
+		for _, name := range []string{"default", "second"} {
+			if _, err := sb.Python.Run(ctx, "x = 41", sandbox.PythonRunOptions{Context: name}); err != nil {
+				t.Fatalf("Python.Run in context %s before the stop: %v", name, err)
+			}
 		}
 	} else {
 		if Required("python") {
@@ -53,13 +59,9 @@ func StalledAgent(t *testing.T, sb *sandbox.Sandbox, stop, resume func()) {
 		}
 		t.Log("no python3 in the sandbox: the Python.Run case is left out")
 	}
-	oldPID := 0
-	if hasPython {
-		if cs, err := sb.Python.List(ctx); err == nil && len(cs) == 1 {
-			oldPID = cs[0].PID
-		}
-	}
+	oldPIDs := pythonPIDs(t, sb)
 	var sh, sh2 *sandbox.Shell
+	sh2PID := 0
 	if sb.Info().Bash != "" {
 		var err error
 		if sh, err = sb.Shells.Open(ctx, sandbox.ShellOptions{}); err != nil {
@@ -67,6 +69,13 @@ func StalledAgent(t *testing.T, sb *sandbox.Sandbox, stop, resume func()) {
 		}
 		if sh2, err = sb.Shells.Open(ctx, sandbox.ShellOptions{}); err != nil {
 			t.Fatalf("Shells.Open before the stop: %v", err)
+		}
+		res, err := sh2.Run(ctx, "echo $$", sandbox.ShellRunOptions{})
+		if err != nil {
+			t.Fatalf("Shell.Run before the stop: %v", err)
+		}
+		if sh2PID, err = strconv.Atoi(strings.TrimSpace(res.Output)); err != nil {
+			t.Fatalf("Shell.Run echo $$ before the stop: %q", res.Output)
 		}
 		if _, err := sh.Run(ctx, "y=7", sandbox.ShellRunOptions{}); err != nil {
 			t.Fatalf("Shell.Run before the stop: %v", err)
@@ -109,9 +118,6 @@ func StalledAgent(t *testing.T, sb *sandbox.Sandbox, stop, resume func()) {
 			}
 			return err
 		}})
-		// Closing a session kills its shell; the stopped agent never
-		// reports the end, which Close waited for.
-		calls = append(calls, stalledCall{"Shell.Close", func(ctx context.Context) error { return sh2.Close() }})
 	}
 	calls = append(calls, []stalledCall{
 		{"Files.Write 8 MB", func(ctx context.Context) error { return sb.Files.Write(ctx, "big.bin", big, 0o644) }},
@@ -128,11 +134,24 @@ func StalledAgent(t *testing.T, sb *sandbox.Sandbox, stop, resume func()) {
 			return sb.Files.CopyIn(ctx, ".", bytes.NewReader(tarOf(t, "copied.txt", "beta")))
 		}},
 	}...)
+	if sh != nil {
+		// Closing a session kills its shell; the stopped agent never
+		// reports the end, which Close waited for. Behind the 8 MB
+		// request the kill cannot even be sent: Close sends it again
+		// until it goes.
+		calls = append(calls, stalledCall{"Shell.Close after it", func(ctx context.Context) error { return sh2.Close() }})
+	}
 	if hasPython {
 		// Again, behind the given-up 8 MB request: the context has no
 		// process now, and starting one waits for the agent.
 		calls = append(calls, stalledCall{"Python.Run after it", func(ctx context.Context) error {
 			_, err := sb.Python.Run(ctx, "x += 1", sandbox.PythonRunOptions{})
+			return err
+		}})
+		// A live context behind it: the cell cannot even be sent (and
+		// neither can the kill, which is sent again until it goes).
+		calls = append(calls, stalledCall{"Python.Run in a second context after it", func(ctx context.Context) error {
+			_, err := sb.Python.Run(ctx, "x += 1", sandbox.PythonRunOptions{Context: "second"})
 			return err
 		}})
 	}
@@ -157,6 +176,11 @@ func StalledAgent(t *testing.T, sb *sandbox.Sandbox, stop, resume func()) {
 		cancel()
 	}
 
+	// The kills of the last given-up Python process and of the closed
+	// session could not be sent (behind the 8 MB request), and their
+	// Cancels wait 2 s for the stream: past that, only the engines'
+	// retries of the kill end the processes once the agent reads again.
+	time.Sleep(5 * time.Second)
 	resumeOnce()
 	got, err := sb.Files.ReadFile(ctx, "small.txt")
 	if err != nil || string(got) != "alpha" {
@@ -169,33 +193,38 @@ func StalledAgent(t *testing.T, sb *sandbox.Sandbox, stop, resume func()) {
 		t.Errorf("big.bin holds %d bytes that are not what was written (torn)", len(b))
 	}
 	if hasPython {
-		// The stalled cell's process was given up: the context starts
-		// afresh, and says so, or (if the agent answered in time after
-		// all) it kept its state.
-		ex, err := sb.Python.Run(ctx, "print(globals().get('x', 'gone'))", sandbox.PythonRunOptions{Timeout: 30 * time.Second})
-		if err != nil {
-			t.Fatalf("after the agent went on: Python.Run: %v", err)
-		}
-		out := strings.TrimSpace(ex.Stdout)
-		switch {
-		case out == "gone" && !ex.StateLost:
-			t.Errorf("after the agent went on: the context lost x but StateLost is not set: %+v", ex)
-		case out != "gone" && out != "41" && out != "42":
-			t.Errorf("after the agent went on: x = %q, want 41, 42 or a fresh context", out)
-		}
-		t.Logf("after the agent went on: x = %s, StateLost %v", out, ex.StateLost)
-		if ex2, err := sb.Python.Run(ctx, "1 + 1", sandbox.PythonRunOptions{}); err != nil || ex2.Result == nil || ex2.Result.Plain() != "2" {
-			t.Fatalf("after the agent went on: Python.Run 1 + 1 = %+v, %v", ex2, err)
+		for _, name := range []string{"default", "second"} {
+			// The stalled cell's process was given up: the context starts
+			// afresh, and says so, or (if the agent answered in time
+			// after all) it kept its state.
+			ex, err := sb.Python.Run(ctx, "print(globals().get('x', 'gone'))", sandbox.PythonRunOptions{Context: name, Timeout: 30 * time.Second})
+			if err != nil {
+				t.Fatalf("after the agent went on: Python.Run in context %s: %v", name, err)
+			}
+			out := strings.TrimSpace(ex.Stdout)
+			switch {
+			case out == "gone" && !ex.StateLost:
+				t.Errorf("after the agent went on: context %s lost x but StateLost is not set: %+v", name, ex)
+			case out != "gone" && out != "41" && out != "42":
+				t.Errorf("after the agent went on: x = %q in context %s, want 41, 42 or a fresh context", out, name)
+			}
+			t.Logf("after the agent went on: x = %s in context %s, StateLost %v", out, name, ex.StateLost)
+			if ex2, err := sb.Python.Run(ctx, "1 + 1", sandbox.PythonRunOptions{Context: name}); err != nil || ex2.Result == nil || ex2.Result.Plain() != "2" {
+				t.Fatalf("after the agent went on: Python.Run 1 + 1 in context %s = %+v, %v", name, ex2, err)
+			}
 		}
 		// A process given up while the agent was stopped must not run on
 		// once the agent reads the kill it was sent.
-		if cs, err := sb.Python.List(ctx); oldPID > 0 && err == nil && len(cs) == 1 && cs[0].PID != oldPID {
-			script := fmt.Sprintf("i=0; while [ $i -lt 100 ]; do kill -0 %d 2>/dev/null || exit 0; sleep 0.1; i=$((i+1)); done; exit 1", oldPID)
-			res, err := sb.Commands.Run(ctx, sandbox.Command{Args: []string{"sh", "-c", script}})
-			if err != nil || res.ExitCode != 0 {
-				t.Errorf("the Python process given up during the stop (pid %d) still runs 10 s after the agent went on (%v, %+v)", oldPID, err, res)
+		now := pythonPIDs(t, sb)
+		for name, pid := range oldPIDs {
+			if now[name] == pid {
+				continue // kept (or the pid was reused): nothing to check
 			}
+			expectEnds(t, sb, pid, "the Python process of context "+name+" given up during the stop")
 		}
+	}
+	if sh2PID > 0 {
+		expectEnds(t, sb, sh2PID, "the shell of the session closed during the stop")
 	}
 	if sh != nil {
 		// The command typed during the stop runs once the agent reads it
@@ -217,6 +246,34 @@ func StalledAgent(t *testing.T, sb *sandbox.Sandbox, stop, resume func()) {
 			}
 		}
 	}
+}
+
+// expectEnds fails the test unless process pid (as the sandbox sees it)
+// is gone within 10 s.
+func expectEnds(t *testing.T, sb *sandbox.Sandbox, pid int, what string) {
+	t.Helper()
+	script := fmt.Sprintf("i=0; while [ $i -lt 100 ]; do kill -0 %d 2>/dev/null || exit 0; sleep 0.1; i=$((i+1)); done; exit 1", pid)
+	res, err := sb.Commands.Run(context.Background(), sandbox.Command{Args: []string{"sh", "-c", script}})
+	if err != nil || res.ExitCode != 0 {
+		t.Errorf("%s (pid %d) still runs 10 s after the agent went on (%v, exit code %d)", what, pid, err, res.ExitCode)
+	}
+}
+
+// pythonPIDs maps the running Python contexts to their processes' pids.
+func pythonPIDs(t *testing.T, sb *sandbox.Sandbox) map[string]int {
+	t.Helper()
+	if sb.Info().Python == "" {
+		return nil
+	}
+	cs, err := sb.Python.List(context.Background())
+	if err != nil {
+		t.Fatalf("Python.List: %v", err)
+	}
+	m := map[string]int{}
+	for _, c := range cs {
+		m[c.Name] = c.PID
+	}
+	return m
 }
 
 // tarOf returns a tar stream holding one file.

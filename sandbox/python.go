@@ -60,9 +60,11 @@ type PythonRunOptions struct {
 // StateLost is true and every variable, import and file handle of the
 // context is gone. When the sandbox's agent stopped reading (a stopped,
 // frozen or hostile agent), a run returns at its deadline plus the 2 s
-// interrupt grace plus 2 s for the kill to be confirmed, with StateLost
-// and SBX_TIMEOUT; the killed process is given up and the context's next
-// run starts a fresh one.
+// interrupt grace plus 2 s for the kill to be confirmed (up to 2 s more
+// when the stream is still taken by a given-up request; measured: 4 to
+// 6 s past a 2 s deadline), with StateLost and SBX_TIMEOUT; the killed
+// process is given up, the kill is sent again until it reaches the agent,
+// and the context's next run starts a fresh process.
 type Execution struct {
 	// Count is this run's execution count in the context: 1, 2, 3, ...
 	Count int

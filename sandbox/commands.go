@@ -239,11 +239,24 @@ func (c *Commands) run(ctx context.Context, cmd Command) (*Result, error) {
 		if call, err = sb.client.StartContext(ctx, wire.OpExec.Name, req, h); err != nil {
 			return nil, wrapErr(op, err)
 		}
+		// Input the stream could not take (agent.ErrStalled: the agent
+		// reads nothing) ends the command: closing its stdin instead made
+		// it see EOF after part of its input, and a script piped to sh
+		// cut mid-line runs what it got; Run then reported success.
+		in := &sinkErr{w: call}
 		go func() {
-			_, _ = io.Copy(call, cmd.Stdin)
+			_, _ = io.Copy(in, cmd.Stdin)
+			if in.failed() != nil {
+				call.Cancel()
+				return
+			}
 			_ = call.CloseInput()
 		}()
 		raw, err = call.WaitContext(ctx)
+		if werr := in.failed(); werr != nil {
+			return nil, &Error{Code: CodeOf(wrapErr(op, werr)), Op: op, Err: werr,
+				Message: fmt.Sprintf("the command's input could not be sent in full (%v); the command was stopped, and may have run with part of its input", werr)}
+		}
 	}
 	if err != nil {
 		return nil, wrapErr(op, err)

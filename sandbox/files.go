@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -393,13 +394,22 @@ func (f *Files) copyIn(ctx context.Context, dir string, tarStream io.Reader) err
 	// returns. (Cancelling the call instead raced with the entries already
 	// sent: CI saw an entry completed before the failure not written.)
 	src := &sourceErr{r: tarStream}
+	// So does input the stream could not take (agent.ErrStalled: the
+	// agent reads nothing); its error is the caller's, never a success
+	// with the later entries missing.
+	sink := &sinkErr{w: call}
 	go func() {
-		io.Copy(call, src)
+		io.Copy(sink, src)
 		_ = call.CloseInput()
 	}()
 	_, err = call.WaitContext(ctx)
 	if src.failed() != nil {
 		return &Error{Code: CodeInvalidArgument, Op: op, Message: fmt.Sprintf("reading the tar stream failed: %v; files it completed before were written, the one in progress was not (an existing file of that name is unchanged)", src.failed()), Err: src.failed()}
+	}
+	if werr := sink.failed(); werr != nil {
+		e := wrapErr(op, werr).(*Error)
+		e.Message += "; sending the tar stream stopped there: files it completed before were written, the one in progress was not"
+		return e
 	}
 	return wrapErr(op, err)
 }
@@ -423,6 +433,34 @@ func (s *sourceErr) Read(p []byte) (int, error) {
 }
 
 func (s *sourceErr) failed() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+// sinkErr writes a call's input to w and records whether the stream
+// could not take some of it (agent.ErrStalled: nothing of that write was
+// sent). Other write errors (the call ended: the program stopped reading
+// its input, or the agent is gone) are the call's own to report.
+type sinkErr struct {
+	w   io.Writer
+	mu  sync.Mutex
+	err error
+}
+
+func (s *sinkErr) Write(p []byte) (int, error) {
+	n, err := s.w.Write(p)
+	if errors.Is(err, agent.ErrStalled) {
+		s.mu.Lock()
+		if s.err == nil {
+			s.err = err
+		}
+		s.mu.Unlock()
+	}
+	return n, err
+}
+
+func (s *sinkErr) failed() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.err

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"sync"
 	"syscall"
@@ -17,7 +18,8 @@ import (
 // unchanged on every backend.
 type agentProc struct {
 	call *agent.Call
-	pid  int // as the sandbox sees it, from the "started" event
+	pid  int  // as the sandbox sees it, from the "started" event
+	pty  bool // a terminal (a bash session): see Write
 
 	mu      sync.Mutex
 	cond    *sync.Cond
@@ -36,7 +38,7 @@ func (sb *Sandbox) startProc(ctx context.Context, op string, argv, env []string,
 	if err := sb.check(op); err != nil {
 		return nil, err
 	}
-	p := &agentProc{}
+	p := &agentProc{pty: pty}
 	p.cond = sync.NewCond(&p.mu)
 	h := agent.Handlers{
 		ManualAck: true,
@@ -120,8 +122,29 @@ func (p *agentProc) Read(b []byte) (int, error) {
 	return n, nil
 }
 
-// Write types into the process's stdin (or terminal).
-func (p *agentProc) Write(b []byte) (int, error) { return p.call.Write(b) }
+// Write types into the process's stdin (or terminal). Input the stream
+// cannot take now (agent.ErrStalled: the agent reads nothing while a
+// given-up request still occupies the stream; nothing of it was sent) is
+// an error for the Python kernel, which then reports the code as not sent.
+// A terminal's input instead stays pending until it is taken or the
+// session ends (shell.Session.write's promise): dropped, the terminal
+// kept the typed prefix and the next input was appended to it (review R2
+// of session 8).
+func (p *agentProc) Write(b []byte) (int, error) {
+	written := 0
+	for {
+		n, err := p.call.Write(b[written:])
+		written += n
+		if err == nil || !p.pty || !errors.Is(err, agent.ErrStalled) {
+			return written, err
+		}
+		select {
+		case <-p.call.Done():
+			return written, io.ErrClosedPipe
+		default: // each try waits for the stream (the stall's bound)
+		}
+	}
+}
 
 // PID is the process id as processes in the sandbox see it (the Python
 // kernel's template forks contexts for such a process).

@@ -36,10 +36,12 @@
 //     Timeout field, and 0 means the sandbox's Limits.Timeout.
 //   - Every call that talks to the sandbox takes a context.Context first;
 //     cancelling it abandons the call (and, for calls that run code,
-//     interrupts the code), within about 2 s even when the sandbox's
-//     agent has stopped reading (a stopped, frozen or hostile agent):
-//     the call ends with SBX_TIMEOUT and later calls are not stuck
-//     behind it. Accessors of state the Sandbox value holds
+//     interrupts the code). That holds even when the sandbox's agent has
+//     stopped reading (a stopped, frozen or hostile agent): the call ends
+//     with SBX_CANCELED (SBX_TIMEOUT when its deadline passed) within
+//     the 2 s the agent gets to confirm, plus the Python kernel's and a
+//     bash session's own kill graces for those calls, and later calls are
+//     not stuck behind it. Accessors of state the Sandbox value holds
 //     (ID, Info, Shell.ID, Shells.Get, Commands.Job) take none, and Close
 //     methods follow io.Closer.
 //   - Errors come last and are *Error values with a stable Code

@@ -46,3 +46,18 @@ func TestCloseEndsWhatAStoppedAgentLeft(t *testing.T) {
 	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGCONT) })
 	sandboxtest.StalledAgentClose(t, sb, func() { proctest.Stop(t, pid) })
 }
+
+// TestStalledInputIsNotCutShortInSilence runs sandboxtest.StalledInput on
+// the local backend.
+func TestStalledInputIsNotCutShortInSilence(t *testing.T) {
+	sb, err := sandbox.New(context.Background(), sandbox.AllowWeaker(sandbox.TierLandlock, sandbox.TierProcess))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sb.Close() })
+	pid, err := strconv.Atoi(sb.Info().Extra["agent_pid"])
+	if err != nil {
+		t.Skipf("the backend does not name its agent's process: %v", err)
+	}
+	sandboxtest.StalledInput(t, sb, func() { proctest.Stop(t, pid) }, func() { syscall.Kill(pid, syscall.SIGCONT) })
+}

@@ -316,28 +316,27 @@ func (c *Client) writeCtx(ctx context.Context, frames []byte, cancelID uint32) e
 		return nil
 	}
 	if c.wdl == nil {
+		// Whether the caller gave up and whether the request went out
+		// whole are decided under one lock: the Cancel follows exactly
+		// when the caller was told the request failed (review R5 of
+		// session 8: deciding each on its own, a request could go out
+		// whole, uncancelled, to a caller told it failed).
 		var (
 			mu            sync.Mutex
-			gaveUp, ended bool
+			gaveUp, wrote bool
 		)
 		done := make(chan error, 1)
 		go func() {
-			defer func() {
-				mu.Lock()
-				ended = true
-				if gaveUp {
-					c.stalled.Add(-1)
-				}
-				mu.Unlock()
-			}()
 			_, err := c.conn.Write(frames)
-			if err == nil && cancelID != 0 {
-				// The caller may have gone: its cancel follows.
-				select {
-				case <-ctx.Done():
+			mu.Lock()
+			wrote = true
+			g := gaveUp
+			mu.Unlock()
+			if g {
+				if err == nil && cancelID != 0 {
 					_, err = c.conn.Write(wire.AppendFrame(nil, cancelID, wire.FrameCancel, nil))
-				default:
 				}
+				c.stalled.Add(-1)
 			}
 			c.unlockWrite()
 			done <- err
@@ -350,10 +349,15 @@ func (c *Client) writeCtx(ctx context.Context, frames []byte, cancelID uint32) e
 			return nil
 		case <-ctx.Done():
 			mu.Lock()
-			if !ended {
-				gaveUp = true
-				c.stalled.Add(1) // until the goroutine ends
+			if wrote { // out whole: the call stands, the caller's wait cancels it
+				mu.Unlock()
+				if err := <-done; err != nil {
+					return fmt.Errorf("%w: %v", ErrDead, err)
+				}
+				return nil
 			}
+			gaveUp = true
+			c.stalled.Add(1) // until the goroutine ends
 			mu.Unlock()
 			return ctx.Err()
 		}
@@ -1239,6 +1243,12 @@ func (call *Call) Write(p []byte) (int, error) {
 		call.credit -= n
 		call.cmu.Unlock()
 		if err := call.c.send(call.id, wire.FrameStdin, p[:n]); err != nil {
+			if errors.Is(err, ErrStalled) {
+				// Nothing was sent: the credit is still the call's.
+				call.cmu.Lock()
+				call.credit += n
+				call.cmu.Unlock()
+			}
 			return written, err
 		}
 		written += n

@@ -143,7 +143,7 @@ func (d *Driver) launch(ctx context.Context, p *plan, f *engineFacts, imageID st
 	if err != nil {
 		return nil, d.engineError("attaching to the sandbox container", err)
 	}
-	c.setConn(newStream(hj, &c.wg, c.streamEnd))
+	c.setConn(newStream(hj, d.target.deadlines, &c.wg, c.streamEnd))
 	if err := d.cli.ContainerStart(ctx, id, container.StartOptions{}); err != nil {
 		c.conn.Close()
 		if strings.Contains(err.Error(), agentPath) && strings.Contains(err.Error(), "no such file") {
@@ -780,6 +780,8 @@ type stream struct {
 	hj   types.HijackedResponse
 	pr   *io.PipeReader
 	once sync.Once
+	// deadlines: the engine's connection honours them (engineTarget).
+	deadlines bool
 
 	mu   sync.Mutex
 	head []byte // first bytes the agent wrote to stderr
@@ -796,9 +798,9 @@ const (
 
 // newStream reads the attach connection in the background; end gives the
 // error the stream's reader sees once the connection has ended.
-func newStream(hj types.HijackedResponse, wg *sync.WaitGroup, end func() error) *stream {
+func newStream(hj types.HijackedResponse, deadlines bool, wg *sync.WaitGroup, end func() error) *stream {
 	pr, pw := io.Pipe()
-	s := &stream{hj: hj, pr: pr}
+	s := &stream{hj: hj, pr: pr, deadlines: deadlines}
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -820,7 +822,15 @@ func (s *stream) Write(p []byte) (int, error) { return s.hj.Conn.Write(p) }
 // nothing (agent.Client gives up at its caller's deadline); an error when
 // the engine's connection has no deadlines (then the client writes on a
 // goroutine instead).
-func (s *stream) SetWriteDeadline(t time.Time) error { return s.hj.Conn.SetWriteDeadline(t) }
+func (s *stream) SetWriteDeadline(t time.Time) error {
+	if !s.deadlines {
+		return errNoDeadlines
+	}
+	return s.hj.Conn.SetWriteDeadline(t)
+}
+
+// errNoDeadlines: the engine's connection does not honour deadlines.
+var errNoDeadlines = errors.New("the engine's connection (a connection helper, or a client the caller made) does not honour deadlines")
 
 // Close ends the agent's stdin (it exits on EOF) and the connection.
 func (s *stream) Close() error {

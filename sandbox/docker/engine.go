@@ -36,6 +36,24 @@ type engineTarget struct {
 	// machine, loopback included (a tunnel): a host workspace then needs
 	// the user's word that the path exists on the engine's machine.
 	local bool
+	// deadlines says the engine's connections honour deadlines (unix://,
+	// tcp://, npipe://): an ssh:// host's connection helper takes them and
+	// does nothing (docker/cli's commandConn), and a client the caller
+	// made may dial anything. The attach stream reports which
+	// (stream.SetWriteDeadline), so that the agent client does not count
+	// on a deadline that never fires (review R4 of session 8).
+	deadlines bool
+}
+
+// honoursDeadlines reports whether connections to host (an engine URL
+// dialled directly, not through a helper) honour deadlines.
+func honoursDeadlines(host string) bool {
+	for _, scheme := range []string{"unix://", "tcp://", "npipe://"} {
+		if strings.HasPrefix(host, scheme) {
+			return true
+		}
+	}
+	return false
 }
 
 // resolveEngine picks the engine for settings s.
@@ -84,7 +102,7 @@ func hostTarget(host, from string) (engineTarget, error) {
 		}
 	}
 	opts = append(opts, client.WithAPIVersionNegotiation())
-	return engineTarget{opts: opts, where: where, local: isSocket(where)}, nil
+	return engineTarget{opts: opts, where: where, local: isSocket(where), deadlines: honoursDeadlines(where)}, nil
 }
 
 // helperOpts carries the client's HTTP over a connection helper's stream
@@ -124,7 +142,7 @@ func contextTarget(name, from string) (engineTarget, error) {
 	if err != nil {
 		return engineTarget{}, fmt.Errorf("docker context %q: %w", name, err)
 	}
-	return engineTarget{opts: opts, where: fmt.Sprintf("%s (docker context %s)", ep.Host, name), local: isSocket(ep.Host)}, nil
+	return engineTarget{opts: opts, where: fmt.Sprintf("%s (docker context %s)", ep.Host, name), local: isSocket(ep.Host), deadlines: honoursDeadlines(ep.Host)}, nil
 }
 
 // configDir is the docker CLI's configuration directory.

@@ -93,6 +93,13 @@ func remoteSmoke(t *testing.T, d *Driver, wantHost string) {
 	if got := s.c.Isolation().Extra["engine_host"]; !strings.Contains(got, wantHost) {
 		t.Errorf("Info's engine_host %q does not name %s", got, wantHost)
 	}
+	// The agent client counts on the stream's write deadline where it
+	// says it has one: an ssh connection helper takes deadlines and does
+	// nothing, so its stream must say it has none (review R4, session 8).
+	wantDeadlines := !strings.HasPrefix(wantHost, "ssh://")
+	if err := s.c.conn.SetWriteDeadline(time.Time{}); (err == nil) != wantDeadlines {
+		t.Errorf("the attach stream over %s: SetWriteDeadline = %v, want deadlines %v", wantHost, err, wantDeadlines)
+	}
 }
 
 // TestRemoteEngineOverTCP reaches the engine through $DOCKER_HOST=tcp://.

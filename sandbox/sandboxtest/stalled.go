@@ -254,8 +254,11 @@ func expectEnds(t *testing.T, sb *sandbox.Sandbox, pid int, what string) {
 	t.Helper()
 	script := fmt.Sprintf("i=0; while [ $i -lt 100 ]; do kill -0 %d 2>/dev/null || exit 0; sleep 0.1; i=$((i+1)); done; exit 1", pid)
 	res, err := sb.Commands.Run(context.Background(), sandbox.Command{Args: []string{"sh", "-c", script}})
-	if err != nil || res.ExitCode != 0 {
-		t.Errorf("%s (pid %d) still runs 10 s after the agent went on (%v, exit code %d)", what, pid, err, res.ExitCode)
+	switch {
+	case err != nil: // no result: res is nil
+		t.Errorf("checking that %s (pid %d) ended: %v", what, pid, err)
+	case res.ExitCode != 0:
+		t.Errorf("%s (pid %d) still runs 10 s after the agent went on (exit code %d)", what, pid, res.ExitCode)
 	}
 }
 

@@ -109,11 +109,11 @@ func readCmdline(pid int) string {
 	return string(b)
 }
 
-// TestCallsKeepTheirDeadlinesWhileTheAgentStopsReading runs
-// sandboxtest.StalledAgent on a Docker sandbox, stopping the agent (the
-// container's first process) with SIGSTOP from the host: the attach
-// connection's writes fill and block as the local socketpair's do.
-func TestCallsKeepTheirDeadlinesWhileTheAgentStopsReading(t *testing.T) {
+// stoppableSandbox makes a Docker sandbox and returns it with the host
+// pid of its agent (the container's first process), which the stalled-
+// agent tests stop with SIGSTOP from the host.
+func stoppableSandbox(t *testing.T) (*sandbox.Sandbox, int) {
+	t.Helper()
 	d := newTestDriver(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -126,29 +126,32 @@ func TestCallsKeepTheirDeadlinesWhileTheAgentStopsReading(t *testing.T) {
 	if err != nil || ins.State == nil || ins.State.Pid <= 0 {
 		t.Fatalf("inspect: %v", err)
 	}
-	pid := ins.State.Pid
+	return sb, ins.State.Pid
+}
+
+// TestCallsKeepTheirDeadlinesWhileTheAgentStopsReading runs
+// sandboxtest.StalledAgent on a Docker sandbox: the attach connection's
+// writes fill and block as the local socketpair's do.
+func TestCallsKeepTheirDeadlinesWhileTheAgentStopsReading(t *testing.T) {
+	sb, pid := stoppableSandbox(t)
 	sandboxtest.StalledAgent(t, sb,
 		func() { proctest.Stop(t, pid) },
 		func() { syscall.Kill(pid, syscall.SIGCONT) })
 }
 
+// TestStalledInputIsNotCutShortInSilence runs sandboxtest.StalledInput on
+// a Docker sandbox.
+func TestStalledInputIsNotCutShortInSilence(t *testing.T) {
+	sb, pid := stoppableSandbox(t)
+	sandboxtest.StalledInput(t, sb,
+		func() { proctest.Stop(t, pid) },
+		func() { syscall.Kill(pid, syscall.SIGCONT) })
+}
+
 // TestCloseEndsWhatAStoppedAgentLeft runs sandboxtest.StalledAgentClose on
-// a Docker sandbox whose agent (the container's first process) is stopped
-// with SIGSTOP from the host and never resumed.
+// a Docker sandbox whose agent is stopped and never resumed.
 func TestCloseEndsWhatAStoppedAgentLeft(t *testing.T) {
-	d := newTestDriver(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	sb, err := sandbox.New(ctx, sandbox.WithDriver(d), sandbox.WithOwner("sandboxkit-docker-test"))
-	if err != nil {
-		t.Fatalf("sandbox.New: %v", err)
-	}
-	t.Cleanup(func() { sb.Close() })
-	ins, err := d.cli.ContainerInspect(ctx, sb.Info().Extra["container_id"])
-	if err != nil || ins.State == nil || ins.State.Pid <= 0 {
-		t.Fatalf("inspect: %v", err)
-	}
-	pid := ins.State.Pid
+	sb, pid := stoppableSandbox(t)
 	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGCONT) })
 	sandboxtest.StalledAgentClose(t, sb, func() { proctest.Stop(t, pid) })
 }

@@ -5,7 +5,6 @@ package sandbox_test
 import (
 	"context"
 	"os/exec"
-	"strconv"
 	"testing"
 
 	"github.com/sandboxkit/sandboxkit/sandbox"
@@ -23,10 +22,7 @@ func BenchmarkCommandRunCost(b *testing.B) {
 	ctx := context.Background()
 	b.Run("sandbox", func(b *testing.B) {
 		sb := newBenchSandbox(b)
-		pid, err := strconv.Atoi(sb.Info().Extra["agent_pid"])
-		if err != nil {
-			b.Skip("the backend does not name its agent's process")
-		}
+		pid := benchAgentPID(b, sb)
 		measureCost(b, pid, func() {
 			if _, err := sb.Commands.Run(ctx, sandbox.Command{Args: []string{"true"}}); err != nil {
 				b.Fatal(err)

@@ -414,28 +414,40 @@ func (f *Files) copyIn(ctx context.Context, dir string, tarStream io.Reader) err
 	return wrapErr(op, err)
 }
 
+// errRecord holds the first error recorded by a goroutine for another
+// to read (sourceErr, sinkErr).
+type errRecord struct {
+	mu  sync.Mutex
+	err error
+}
+
+func (r *errRecord) record(err error) {
+	r.mu.Lock()
+	if r.err == nil {
+		r.err = err
+	}
+	r.mu.Unlock()
+}
+
+func (r *errRecord) failed() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.err
+}
+
 // sourceErr records the error of the caller's reader, to tell it from the
 // stream to the sandbox failing.
 type sourceErr struct {
-	r   io.Reader
-	mu  sync.Mutex
-	err error
+	r io.Reader
+	errRecord
 }
 
 func (s *sourceErr) Read(p []byte) (int, error) {
 	n, err := s.r.Read(p)
 	if err != nil && err != io.EOF {
-		s.mu.Lock()
-		s.err = err
-		s.mu.Unlock()
+		s.record(err)
 	}
 	return n, err
-}
-
-func (s *sourceErr) failed() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.err
 }
 
 // sinkErr writes a call's input to w and records whether the stream
@@ -443,27 +455,16 @@ func (s *sourceErr) failed() error {
 // sent). Other write errors (the call ended: the program stopped reading
 // its input, or the agent is gone) are the call's own to report.
 type sinkErr struct {
-	w   io.Writer
-	mu  sync.Mutex
-	err error
+	w io.Writer
+	errRecord
 }
 
 func (s *sinkErr) Write(p []byte) (int, error) {
 	n, err := s.w.Write(p)
 	if errors.Is(err, agent.ErrStalled) {
-		s.mu.Lock()
-		if s.err == nil {
-			s.err = err
-		}
-		s.mu.Unlock()
+		s.record(err)
 	}
 	return n, err
-}
-
-func (s *sinkErr) failed() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.err
 }
 
 // CopyOut writes a tar stream of path (a file or a directory tree) to w

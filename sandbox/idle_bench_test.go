@@ -4,7 +4,6 @@ import (
 	"context"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -25,29 +24,18 @@ const afterIdle = 50 * time.Millisecond
 //
 //	go test -run '^$' -bench AfterIdle -benchtime 100x ./sandbox
 func BenchmarkAfterIdleRead1KB(b *testing.B) {
-	data := make([]byte, 1024)
-	sb := newBenchSandbox(b)
-	ctx := context.Background()
-	if err := sb.Files.Write(ctx, "k.bin", data, 0); err != nil {
-		b.Fatal(err)
-	}
-	p := filepath.Join(b.TempDir(), "k.bin")
-	if err := os.WriteFile(p, data, 0o644); err != nil {
-		b.Fatal(err)
-	}
-	_, roundTrip := catPipe(b, len(data))
+	r := newRead1KB(b)
+	_, roundTrip := catPipe(b, len(r.data))
 	sandboxtest.CompareAfterIdle(b, afterIdle, func(b *testing.B) func() {
-		if got, err := sb.Files.ReadFile(ctx, "k.bin"); err != nil || len(got) != len(data) {
-			b.Fatalf("ReadFile: %d bytes, %v", len(got), err)
-		}
+		r.read(b)
 		return nil
 	}, sandboxtest.Floor{Name: "osread", Run: func(b *testing.B) func() {
-		if _, err := os.ReadFile(p); err != nil {
+		if _, err := os.ReadFile(r.hostPath); err != nil {
 			b.Fatal(err)
 		}
 		return nil
 	}}, sandboxtest.Floor{Name: "pipe", Run: func(b *testing.B) func() {
-		roundTrip(data)
+		roundTrip(r.data)
 		return nil
 	}})
 }

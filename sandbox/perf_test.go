@@ -54,35 +54,63 @@ func BenchmarkFloorCommandRun(b *testing.B) {
 	}})
 }
 
+// read1KB is the set-up of the 1 KB read benchmarks: a sandbox holding
+// k.bin (1 KB of zeros) and the same file on the host (hostPath).
+type read1KB struct {
+	sb       *sandbox.Sandbox
+	data     []byte
+	hostPath string
+}
+
+func newRead1KB(b *testing.B) *read1KB {
+	b.Helper()
+	r := &read1KB{sb: newBenchSandbox(b), data: make([]byte, 1024)}
+	if err := r.sb.Files.Write(context.Background(), "k.bin", r.data, 0); err != nil {
+		b.Fatal(err)
+	}
+	r.hostPath = filepath.Join(b.TempDir(), "k.bin")
+	if err := os.WriteFile(r.hostPath, r.data, 0o644); err != nil {
+		b.Fatal(err)
+	}
+	return r
+}
+
+// read reads k.bin in the sandbox, failing on an error or a short read.
+func (r *read1KB) read(b *testing.B) {
+	if got, err := r.sb.Files.ReadFile(context.Background(), "k.bin"); err != nil || len(got) != len(r.data) {
+		b.Fatalf("ReadFile: %d bytes, %v", len(got), err)
+	}
+}
+
+// benchAgentPID returns the pid of sb's agent, skipping the benchmark on
+// a backend that does not name it.
+func benchAgentPID(b *testing.B, sb *sandbox.Sandbox) int {
+	b.Helper()
+	pid, err := strconv.Atoi(sb.Info().Extra["agent_pid"])
+	if err != nil {
+		b.Skip("the backend does not name its agent's process")
+	}
+	return pid
+}
+
 // BenchmarkFloorRead1KB: a 1 KB Files.ReadFile vs os.ReadFile, and vs
 // the round trip of 1 KB through another process on a pipe (written to
 // cat, read back): the cost of the stream itself, which a read in a
 // sandbox pays on top of the file work, since the file is read by the
 // agent inside the boundary.
 func BenchmarkFloorRead1KB(b *testing.B) {
-	data := make([]byte, 1024)
-	sb := newBenchSandbox(b)
-	ctx := context.Background()
-	if err := sb.Files.Write(ctx, "k.bin", data, 0); err != nil {
-		b.Fatal(err)
-	}
-	p := filepath.Join(b.TempDir(), "k.bin")
-	if err := os.WriteFile(p, data, 0o644); err != nil {
-		b.Fatal(err)
-	}
-	_, roundTrip := catPipe(b, len(data))
+	r := newRead1KB(b)
+	_, roundTrip := catPipe(b, len(r.data))
 	sandboxtest.CompareWithFloors(b, func(b *testing.B) func() {
-		if got, err := sb.Files.ReadFile(ctx, "k.bin"); err != nil || len(got) != len(data) {
-			b.Fatalf("ReadFile: %d bytes, %v", len(got), err)
-		}
+		r.read(b)
 		return nil
 	}, sandboxtest.Floor{Name: "osread", Run: func(b *testing.B) func() {
-		if _, err := os.ReadFile(p); err != nil {
+		if _, err := os.ReadFile(r.hostPath); err != nil {
 			b.Fatal(err)
 		}
 		return nil
 	}}, sandboxtest.Floor{Name: "pipe", Run: func(b *testing.B) func() {
-		roundTrip(data)
+		roundTrip(r.data)
 		return nil
 	}})
 }

@@ -3,7 +3,6 @@
 package sandbox_test
 
 import (
-	"context"
 	"os"
 	"strconv"
 	"strings"
@@ -28,20 +27,9 @@ import (
 func BenchmarkRead1KBCost(b *testing.B) {
 	data := make([]byte, 1024)
 	b.Run("sandbox", func(b *testing.B) {
-		sb := newBenchSandbox(b)
-		ctx := context.Background()
-		if err := sb.Files.Write(ctx, "k.bin", data, 0); err != nil {
-			b.Fatal(err)
-		}
-		pid, err := strconv.Atoi(sb.Info().Extra["agent_pid"])
-		if err != nil {
-			b.Skip("the backend does not name its agent's process")
-		}
-		measureCost(b, pid, func() {
-			if got, err := sb.Files.ReadFile(ctx, "k.bin"); err != nil || len(got) != len(data) {
-				b.Fatalf("ReadFile: %d bytes, %v", len(got), err)
-			}
-		})
+		r := newRead1KB(b)
+		pid := benchAgentPID(b, r.sb)
+		measureCost(b, pid, func() { r.read(b) })
 	})
 	b.Run("pipe", func(b *testing.B) {
 		pid, roundTrip := catPipe(b, len(data))

@@ -3,7 +3,6 @@
 package sandbox_test
 
 import (
-	"context"
 	"os"
 	"strconv"
 	"testing"
@@ -54,22 +53,13 @@ func BenchmarkRead1KBPlacement(b *testing.B) {
 		// ratio compares the same machine (review R7 of session 8: run
 		// one after the other they compared two loads).
 		b.Run(pl.name, func(b *testing.B) {
-			sb := newBenchSandbox(b)
-			ctx := context.Background()
-			if err := sb.Files.Write(ctx, "k.bin", data, 0); err != nil {
-				b.Fatal(err)
-			}
-			pid, err := strconv.Atoi(sb.Info().Extra["agent_pid"])
-			if err != nil {
-				b.Skip("the backend does not name its agent's process")
-			}
+			r := newRead1KB(b)
+			pid := benchAgentPID(b, r.sb)
 			catPID, roundTrip := catPipe(b, len(data))
 			place(b, all, pl.host, pid, pl.peer)
 			place(b, all, pl.host, catPID, pl.peer)
 			sandboxtest.CompareWithFloors(b, func(b *testing.B) func() {
-				if got, err := sb.Files.ReadFile(ctx, "k.bin"); err != nil || len(got) != len(data) {
-					b.Fatalf("ReadFile: %d bytes, %v", len(got), err)
-				}
+				r.read(b)
 				return nil
 			}, sandboxtest.Floor{Name: "pipe", Run: func(b *testing.B) func() {
 				roundTrip(data)

@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -83,13 +84,7 @@ func StalledAgent(t *testing.T, sb *sandbox.Sandbox, stop, resume func()) {
 	} else {
 		t.Log("no bash in the sandbox: the Shell.Run case is left out")
 	}
-	resumed := false
-	resumeOnce := func() {
-		if !resumed {
-			resumed = true
-			resume()
-		}
-	}
+	resumeOnce := sync.OnceFunc(resume)
 	t.Cleanup(resumeOnce)
 
 	big := bytes.Repeat([]byte("0123456789abcdef"), 8<<20/16)

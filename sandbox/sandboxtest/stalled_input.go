@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -37,13 +38,7 @@ func StalledInput(t *testing.T, sb *sandbox.Sandbox, stop, resume func()) {
 		t.Fatal(err)
 	}
 	stop()
-	resumed := false
-	resumeOnce := func() {
-		if !resumed {
-			resumed = true
-			resume()
-		}
-	}
+	resumeOnce := sync.OnceFunc(resume)
 	t.Cleanup(resumeOnce)
 	bctx, cancel := context.WithTimeout(ctx, time.Second)
 	err := sb.Files.Write(bctx, "big-input.bin", make([]byte, 8<<20), 0o644)

@@ -2,7 +2,6 @@ package sandbox_test
 
 import (
 	"context"
-	"os"
 	"os/exec"
 	"testing"
 	"time"
@@ -25,19 +24,10 @@ const afterIdle = 50 * time.Millisecond
 //	go test -run '^$' -bench AfterIdle -benchtime 100x ./sandbox
 func BenchmarkAfterIdleRead1KB(b *testing.B) {
 	r := newRead1KB(b)
-	_, roundTrip := catPipe(b, len(r.data))
 	sandboxtest.CompareAfterIdle(b, afterIdle, func(b *testing.B) func() {
 		r.read(b)
 		return nil
-	}, sandboxtest.Floor{Name: "osread", Run: func(b *testing.B) func() {
-		if _, err := os.ReadFile(r.hostPath); err != nil {
-			b.Fatal(err)
-		}
-		return nil
-	}}, sandboxtest.Floor{Name: "pipe", Run: func(b *testing.B) func() {
-		roundTrip(r.data)
-		return nil
-	}})
+	}, r.floors(b)...)
 }
 
 // BenchmarkAfterIdleCommandRun is BenchmarkFloorCommandRun after a pause:

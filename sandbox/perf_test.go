@@ -82,6 +82,21 @@ func (r *read1KB) read(b *testing.B) {
 	}
 }
 
+// floors are the read's floors: os.ReadFile of the host's copy, and the
+// round trip of 1 KB through cat (catPipe).
+func (r *read1KB) floors(b *testing.B) []sandboxtest.Floor {
+	_, roundTrip := catPipe(b, len(r.data))
+	return []sandboxtest.Floor{{Name: "osread", Run: func(b *testing.B) func() {
+		if _, err := os.ReadFile(r.hostPath); err != nil {
+			b.Fatal(err)
+		}
+		return nil
+	}}, {Name: "pipe", Run: func(b *testing.B) func() {
+		roundTrip(r.data)
+		return nil
+	}}}
+}
+
 // benchAgentPID returns the pid of sb's agent, skipping the benchmark on
 // a backend that does not name it.
 func benchAgentPID(b *testing.B, sb *sandbox.Sandbox) int {
@@ -100,19 +115,10 @@ func benchAgentPID(b *testing.B, sb *sandbox.Sandbox) int {
 // agent inside the boundary.
 func BenchmarkFloorRead1KB(b *testing.B) {
 	r := newRead1KB(b)
-	_, roundTrip := catPipe(b, len(r.data))
 	sandboxtest.CompareWithFloors(b, func(b *testing.B) func() {
 		r.read(b)
 		return nil
-	}, sandboxtest.Floor{Name: "osread", Run: func(b *testing.B) func() {
-		if _, err := os.ReadFile(r.hostPath); err != nil {
-			b.Fatal(err)
-		}
-		return nil
-	}}, sandboxtest.Floor{Name: "pipe", Run: func(b *testing.B) func() {
-		roundTrip(r.data)
-		return nil
-	}})
+	}, r.floors(b)...)
 }
 
 // catPipe starts cat, the floor of a round trip over a pipe, for the

@@ -1,12 +1,9 @@
 package sandbox_test
 
 import (
-	"context"
-	"os/exec"
 	"testing"
 	"time"
 
-	"github.com/sandboxkit/sandboxkit/sandbox"
 	"github.com/sandboxkit/sandboxkit/sandbox/sandboxtest"
 )
 
@@ -35,16 +32,5 @@ func BenchmarkAfterIdleRead1KB(b *testing.B) {
 // of idleness.
 func BenchmarkAfterIdleCommandRun(b *testing.B) {
 	sb := newBenchSandbox(b)
-	ctx := context.Background()
-	sandboxtest.CompareAfterIdle(b, afterIdle, func(b *testing.B) func() {
-		if _, err := sb.Commands.Run(ctx, sandbox.Command{Args: []string{"true"}}); err != nil {
-			b.Fatal(err)
-		}
-		return nil
-	}, sandboxtest.Floor{Name: "exec", Run: func(b *testing.B) func() {
-		if err := exec.Command("true").Run(); err != nil {
-			b.Fatal(err)
-		}
-		return nil
-	}})
+	sandboxtest.CompareAfterIdle(b, afterIdle, runTrueIn(sb), execTrueFloor)
 }

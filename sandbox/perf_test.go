@@ -40,19 +40,26 @@ func newBenchSandbox(b *testing.B, opts ...sandbox.Option) *sandbox.Sandbox {
 // exec.Command("true").Run() from the host.
 func BenchmarkFloorCommandRun(b *testing.B) {
 	sb := newBenchSandbox(b)
-	ctx := context.Background()
-	sandboxtest.CompareWithFloors(b, func(b *testing.B) func() {
-		if _, err := sb.Commands.Run(ctx, sandbox.Command{Args: []string{"true"}}); err != nil {
-			b.Fatal(err)
-		}
-		return nil
-	}, sandboxtest.Floor{Name: "exec", Run: func(b *testing.B) func() {
-		if err := exec.Command("true").Run(); err != nil {
-			b.Fatal(err)
-		}
-		return nil
-	}})
+	sandboxtest.CompareWithFloors(b, runTrueIn(sb), execTrueFloor)
 }
+
+// runTrueIn runs `true` in sb, searched on its PATH as execTrueFloor's is.
+func runTrueIn(sb *sandbox.Sandbox) sandboxtest.Timed {
+	return func(b *testing.B) func() {
+		if _, err := sb.Commands.Run(context.Background(), sandbox.Command{Args: []string{"true"}}); err != nil {
+			b.Fatal(err)
+		}
+		return nil
+	}
+}
+
+// execTrueFloor is a command's floor: exec.Command("true").Run().
+var execTrueFloor = sandboxtest.Floor{Name: "exec", Run: func(b *testing.B) func() {
+	if err := exec.Command("true").Run(); err != nil {
+		b.Fatal(err)
+	}
+	return nil
+}}
 
 // read1KB is the set-up of the 1 KB read benchmarks: a sandbox holding
 // k.bin (1 KB of zeros) and the same file on the host (hostPath).
